@@ -1,0 +1,19 @@
+"""packer: repack datacenter tasks onto a heterogeneous fleet."""
+from packer.errors import InfeasibleError, InputError, Problem
+from packer.fleet import Fleet, load_fleet
+from packer.presets import Preset, get_preset, load_presets
+from packer.trace import Trace, read_trace, write_trace
+
+__all__ = [
+    "Fleet",
+    "InfeasibleError",
+    "InputError",
+    "Preset",
+    "Problem",
+    "Trace",
+    "get_preset",
+    "load_fleet",
+    "load_presets",
+    "read_trace",
+    "write_trace",
+]
