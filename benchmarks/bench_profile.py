@@ -1,0 +1,88 @@
+"""Benchmark `packer profile` against the naive pandas way on a large generated trace.
+
+    python benchmarks/bench_profile.py [TRACE] [--skip-naive]
+
+TRACE defaults to benchmarks/work/profile-100m, generated first if missing with
+`packer generate --tasks 37000 --hosts 18000 --days 7 --interval 180` (~124M usage
+rows). Each method runs in its own child process, which reports its wall time and
+peak RSS (ru_maxrss), so the two measurements do not disturb each other. Both
+compute the p99 of 60-s window means per task and dimension; the script checks that
+their results agree.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WORK = ROOT / "benchmarks" / "work"
+
+PACKER = """
+import json, resource, sys, time
+from packer.trace import read_trace
+from packer.profile import profile_tasks
+t0 = time.perf_counter()
+r = profile_tasks(read_trace(sys.argv[1]), [99.0], 60)
+wall = time.perf_counter() - t0
+r.profiles.to_parquet(sys.argv[2])
+print(json.dumps({"wall_s": wall, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "rows": r.rows}))
+"""
+
+NAIVE = """
+import json, resource, sys, time
+import pandas as pd
+t0 = time.perf_counter()
+u = pd.read_parquet(sys.argv[1] + "/usage.parquet", columns=["task_id", "ts", "cpu", "mem", "net"])
+u["win"] = (u["ts"] - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(seconds=60)
+w = u.groupby(["task_id", "win"])[["cpu", "mem", "net"]].mean()
+p = w.groupby(level="task_id").quantile(0.99)
+wall = time.perf_counter() - t0
+p.add_suffix("_p99").reset_index().to_parquet(sys.argv[2])
+print(json.dumps({"wall_s": wall, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "rows": len(u)}))
+"""
+
+
+def run(code: str, trace: Path, out: Path) -> dict:
+    proc = subprocess.run([sys.executable, "-c", code, str(trace), str(out)], capture_output=True, text=True)
+    if proc.returncode:
+        return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr else f"exit {proc.returncode}"}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("trace", nargs="?", type=Path, default=WORK / "profile-100m")
+    ap.add_argument("--skip-naive", action="store_true", help="only time packer")
+    args = ap.parse_args()
+    if not args.trace.exists():
+        cmd = [str(Path(sys.executable).with_name("packer")), "generate", "--tasks", "37000", "--hosts", "18000", "--days", "7", "--interval", "180", "--seed", "0", "--out", str(args.trace)]
+        print("generating:", " ".join(cmd), flush=True)
+        t0 = time.perf_counter()
+        subprocess.run(cmd, check=True)
+        print(f"generated in {time.perf_counter() - t0:.0f} s", flush=True)
+    WORK.mkdir(parents=True, exist_ok=True)
+    packer = run(PACKER, args.trace, WORK / "profiles-packer.parquet")
+    print("packer:", packer, flush=True)
+    naive = {} if args.skip_naive else run(NAIVE, args.trace, WORK / "profiles-naive.parquet")
+    if naive:
+        print("naive: ", naive, flush=True)
+    if "wall_s" in packer and "wall_s" in naive:
+        import numpy as np
+        import pandas as pd
+
+        a = pd.read_parquet(WORK / "profiles-packer.parquet").set_index("task_id")
+        b = pd.read_parquet(WORK / "profiles-naive.parquet").set_index("task_id").reindex(a.index)
+        worst = max(float(np.nanmax(np.abs(a[c] - b[c]))) for c in ("cpu_p99", "mem_p99", "net_p99"))
+        print(f"\nrows: {packer['rows']:,}  machine: {platform.machine()} {platform.processor() or ''}, Python {platform.python_version()}")
+        print(f"packer: {packer['wall_s']:.1f} s, peak RSS {packer['peak_rss_mib']:,.0f} MiB")
+        print(f"naive:  {naive['wall_s']:.1f} s, peak RSS {naive['peak_rss_mib']:,.0f} MiB")
+        print(f"speed-up {naive['wall_s'] / packer['wall_s']:.1f}x, memory {packer['peak_rss_mib'] / naive['peak_rss_mib']:.1%} of naive; max |p99 difference| {worst:.2e}")
+
+
+if __name__ == "__main__":
+    main()
