@@ -144,5 +144,228 @@ def profile(trace: Path, fleet: Path | None, percentiles: tuple[float, ...], win
             )
 
 
+@cli.command()
+@_trace_arg
+@click.option("--profiles", "profiles_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="profiles.parquet from `packer profile`. Default: out/<trace>/profiles.parquet if it exists, else profile the trace now.")
+@click.option("--k", "k", type=click.IntRange(min=1), default=None, help="Number of classes per host type. Default: the elbow of the WCSS curve.")
+@click.option("--kmax", type=click.IntRange(min=1), default=8, show_default=True, help="Largest k tried for the elbow.")
+@click.option("--seed", type=int, default=0, show_default=True, help="K-means seed (results are deterministic for a seed).")
+@click.option("--sensitivity", "sensitivity_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Sensitivity table (CSV). Default: models/sensitivity.csv (the paper's Table III).")
+@_fleet_opt
+@click.option("--infer", is_flag=True, help="Accept empty score cells in the sensitivity table and fill them by collaborative filtering.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Output folder. Default: out/<trace>/characterization.")
+def characterize(trace: Path, profiles_path: Path | None, k: int | None, kmax: int, seed: int, sensitivity_path: Path | None,
+                 fleet: Path | None, infer: bool, out: Path | None) -> None:
+    """Workload classes (K-means per host type), sensitivity per task, eligibility per architecture.
+
+    Writes tasks.parquet (class, features, raw and Eq.-1-normalized sensitivity per
+    architecture, eligible architectures), classes.parquet, wcss.parquet,
+    report.md and wcss.png.
+    """
+    import time
+
+    from packer.atomic import refuse_to_overwrite_input
+    from packer.characterize import read_profiles, write_characterization
+    from packer.characterize import characterize as run_characterize
+    from packer.sensitivity import DEFAULT_SENSITIVITY
+
+    out = out or default_out(trace, "characterization")
+    refuse_to_overwrite_input(out, trace)
+    t = _load_trace(trace, fleet)
+    start = time.perf_counter()
+    saved = default_out(trace, "profiles.parquet")
+    if profiles_path is None and saved.exists():
+        profiles_path = saved
+    if profiles_path is not None:
+        click.echo(f"using profiles {profiles_path}")
+        profiles = read_profiles(profiles_path, t)
+    else:
+        from packer.profile import profile_tasks
+
+        with _progress_bar("profiling usage", t.usage_dataset().count_rows()) as bar:
+            profiles = profile_tasks(t, progress=bar.update).profiles
+    result = run_characterize(t, profiles, k=k, kmax=kmax, seed=seed, sensitivity=sensitivity_path or DEFAULT_SENSITIVITY,
+                              profiles_source=str(profiles_path or "profiled now"), infer=infer)
+    write_characterization(result, out)
+    tasks = result.tasks
+    click.echo(f"characterized {len(tasks):,} tasks in {time.perf_counter() - start:.1f} s -> {out}")
+    for (utype, _, label), group in tasks.groupby(["type", "class_level", "class"]):
+        blocked = (~result.eligible[group.index.to_numpy()]).all(axis=0)
+        names = [a for a, b in zip(result.normalized.archs, blocked) if b]
+        click.echo(f"  type {utype:<3} {label:<12} {len(group):>8,} tasks  ineligible for all: {', '.join(names) or '-'}")
+    unprofiled = int((~tasks["profiled"]).sum())
+    if unprofiled:
+        click.secho(f"{unprofiled:,} tasks had no usage profile: classed by their requests", fg="yellow")
+    unscored = int((tasks["score_source"] == "none").sum())
+    if unscored:
+        click.secho(f"{unscored:,} tasks have no sensitivity scores (no measured service or class in their type)", fg="yellow")
+    if len(result.inferred):
+        click.echo(f"inferred {len(result.inferred)} missing sensitivity scores (see the report)")
+    click.echo(f"report: {out / 'report.md'}")
+
+
+@cli.group("import")
+def import_group() -> None:
+    """Convert a public trace into a native trace folder (see `packer import COMMAND --help`)."""
+
+
+def _echo_import_summary(summary, unit: str, seconds: float) -> None:
+    """Print what an importer read, wrote, skipped and dropped."""
+    click.echo(f"imported {summary.tasks:,} tasks from {summary.records:,} {unit} in {seconds:.1f} s -> {summary.out}")
+    click.echo(f"hosts: {summary.hosts:,} in {len(summary.hosts_per_arch)} architectures")
+    for arch, count in summary.hosts_per_arch.items():
+        click.echo(f"  {arch:<28} {count:>6,}")
+    click.echo(f"usage rows: {summary.usage_rows:,}" if summary.usage_rows else "usage: none (a requests-only trace)")
+    if summary.merged_samples:
+        click.echo(f"duplicate samples merged (same task and timestamp): {summary.merged_samples:,}")
+    if summary.filtered:
+        click.echo(f"left out by --phase: {summary.filtered:,} {unit}")
+    for problem in summary.skipped:
+        click.secho(f"skipped: {problem}", fg="yellow", err=True)
+    if summary.skipped_rows:
+        click.secho(f"skipped {summary.skipped_rows:,} invalid rows in all (--skip-invalid)", fg="yellow", err=True)
+    if summary.dropped:
+        click.secho(f"dropped {len(summary.dropped):,} tasks without a host (--drop-unfit):", fg="yellow", err=True)
+        for task_id, reason in list(summary.dropped.items())[:10]:
+            click.secho(f"  {task_id}: {reason}", fg="yellow", err=True)
+        if len(summary.dropped) > 10:
+            click.secho(f"  ... and {len(summary.dropped) - 10:,} more", fg="yellow", err=True)
+
+
+_import_out = click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Output trace folder (written atomically).")
+_import_skip = click.option("--skip-invalid", is_flag=True, help="Drop invalid input rows (NaN, negative, ...) instead of failing; the counts are reported.")
+_import_drop = click.option("--drop-unfit", is_flag=True, help="Leave out tasks that get no host in the initial placement instead of failing; they are reported.")
+
+
+@import_group.command("bitbrains")
+@click.argument("src", type=click.Path(path_type=Path))
+@_import_out
+@click.option("--fleet", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Fleet catalog to build hosts from. Default: models/fleet.toml.")
+@click.option("--arch", "archs", multiple=True, help="Architecture of the built fleet; repeat for a mix. Default: every architecture of the catalog.")
+@click.option("--hosts-per-arch", type=click.IntRange(min=1), default=None, help="Hosts per architecture. Default: the fewest that place every VM.")
+@click.option("--slack", type=click.FloatRange(0, 1, max_open=True), default=0.25, show_default=True, help="Fraction of each host's capacity the initial placement leaves free.")
+@click.option("--hosts-per-rack", type=click.IntRange(min=1), default=8, show_default=True, help="Consecutive hosts per rack (the domain column).")
+@click.option("--net-request", type=click.FloatRange(min=0), default=None, help="Network request (Gbps) for every VM. Default: each VM's peak usage rounded up to 0.1 Gbps.")
+@_import_skip
+@_import_drop
+def import_bitbrains_cmd(src: Path, out: Path, fleet: Path | None, archs: tuple[str, ...], hosts_per_arch: int | None, slack: float,
+                         hosts_per_rack: int, net_request: float | None, skip_invalid: bool, drop_unfit: bool) -> None:
+    """Import a Bitbrains GWA-T-12 folder (one ';'-separated CSV per VM).
+
+    VMs become tasks with their provisioned cores and memory as requests and their
+    5-minute CPU (cores), memory (GiB) and network (Gbps) usage; hosts are built
+    from the catalog and VMs placed on them by first-fit decreasing.
+    """
+    import contextlib
+    import time
+
+    from packer.importers import import_bitbrains
+
+    start = time.perf_counter()
+    with contextlib.ExitStack() as stack:
+        bars: dict = {}
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if stage not in bars:
+                bars[stage] = stack.enter_context(_progress_bar(stage, total))
+            bars[stage].update(done - bars[stage].pos)
+
+        summary = import_bitbrains(src, out, fleet=fleet, archs=archs or None, hosts_per_arch=hosts_per_arch, slack=slack, hosts_per_rack=hosts_per_rack,
+                                   net_request=net_request, skip_invalid=skip_invalid, drop_unfit=drop_unfit, progress=progress)
+    _echo_import_summary(summary, "VM files", time.perf_counter() - start)
+
+
+@import_group.command("openb")
+@click.argument("src", type=click.Path(path_type=Path))
+@_import_out
+@click.option("--pods", default="default", show_default=True, help="Pod list: 'default', 'gpuspec33' (files in SRC) or a CSV path.")
+@click.option("--phase", "phases", multiple=True, default=["Running"], show_default=True, help="Keep only pods in this pod_phase (Running, Pending, Failed, Succeeded); repeat for several; 'all' keeps every pod.")
+@click.option("--gpu-cost", type=click.FloatRange(min=0), default=1.0, show_default=True, help="Cost units per GPU in the written fleet.toml (a 32-core CPU node costs 1.0).")
+@click.option("--net-capacity", type=click.FloatRange(min=0), default=25.0, show_default=True, help="Nominal network capacity per node, Gbps (the trace has none).")
+@_import_skip
+@_import_drop
+def import_openb_cmd(src: Path, out: Path, pods: str, phases: tuple[str, ...], gpu_cost: float, net_capacity: float, skip_invalid: bool, drop_unfit: bool) -> None:
+    """Import the Alibaba openb GPU cluster (node list + pod list; requests only).
+
+    Node shapes become the trace's own fleet.toml, pods become tasks with cpu,
+    mem and (fractional) gpu requests and allowed_archs from gpu_spec; pods are
+    placed on nodes by first-fit decreasing.
+    """
+    import time
+
+    from packer.importers import import_openb
+
+    start = time.perf_counter()
+    summary = import_openb(src, out, pods=pods, phases=None if "all" in phases else phases, gpu_cost=gpu_cost, net_capacity=net_capacity, skip_invalid=skip_invalid, drop_unfit=drop_unfit)
+    _echo_import_summary(summary, "pods", time.perf_counter() - start)
+
+
+@cli.command()
+@click.option("--tasks", type=int, default=37_000, show_default=True, help="Number of tasks.")
+@click.option("--hosts", type=int, default=18_000, show_default=True, help="Number of hosts (Table I architectures, mixed as in packer.generate.ARCH_MIX).")
+@click.option("--days", type=float, default=7.0, show_default=True, help="Days of usage samples.")
+@click.option("--interval", type=int, default=300, show_default=True, help="Seconds between usage samples.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed (the same seed writes byte-identical files).")
+@click.option("--fleet", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Fleet catalog (TOML). Default: models/fleet.toml; another catalog is copied into the trace.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("out/generated"), show_default=True,
+              help="Trace folder to write (replaced if it exists).")
+def generate(tasks: int, hosts: int, days: float, interval: int, seed: int, fleet: Path | None, out: Path) -> None:
+    """Write a synthetic trace shaped like the colocation paper's pool.
+
+    Defaults: ~37,000 tasks in ~1,000 jobs on 18,000 hosts, 7 days of samples every
+    300 s (~74M usage rows, streamed to disk). Usage sits well below requests: three
+    behavioural classes, diurnal cycles, noise and spikes (see packer/generate.py).
+    """
+    from packer.generate import check_arguments, generate_trace, sample_count
+
+    check_arguments(tasks, hosts, days, interval)
+    with _progress_bar("generating usage", tasks * sample_count(days, interval)) as bar:
+        summary = generate_trace(out, tasks, hosts, days, interval, seed, fleet, progress=bar.update)
+    click.echo(
+        f"wrote {summary.path}: {summary.tasks:,} tasks in {summary.jobs:,} jobs on {summary.hosts:,} hosts "
+        f"({summary.empty_hosts:,} empty), {summary.usage_rows:,} usage rows; fleet CPU requested {summary.cpu_requested:.1%}, "
+        f"used {summary.cpu_utilization:.1%} of cores; {summary.elapsed_s:.1f} s"
+    )
+
+
+@cli.command()
+@_trace_arg
+@click.argument("plan", type=click.Path(exists=True, file_okay=False, path_type=Path))
+def verify(trace: Path, plan: Path) -> None:
+    """Check a plan folder against its trace, recomputing everything from the inputs.
+
+    Rebuilds the problem from TRACE and the options recorded in PLAN/summary.json
+    (profiles and characterization are recomputed), then checks the placement, the
+    rules (capacity, eligibility, pins, spread, move budget), the move list and its
+    order, and every number of the summary.
+
+    \b
+    Exit codes: 0 the plan is valid and its summary true; 1 a check failed;
+    2 an input (trace, plan folder, recorded fleet/presets) cannot be read.
+    """
+    from packer.verify import verify_plan
+
+    report = verify_plan(trace, plan)
+    for note in report.notes:
+        click.secho(f"note: {note}", fg="yellow")
+    for check in report.checks:
+        mark = click.style("PASS", fg="green") if check.passed else click.style("FAIL", fg="red")
+        click.echo(f"{mark} {check.name}: {check.messages[0] if check.messages else ''}")
+        for message in check.messages[1:]:
+            click.echo(f"     {message}")
+    failed = sum(not c.passed for c in report.checks)
+    if not report.plan_valid:
+        click.secho(f"{plan}: INVALID plan ({failed} of {len(report.checks)} checks failed)", fg="red")
+    elif failed:
+        click.secho(f"{plan}: the plan is valid but its summary is false ({failed} of {len(report.checks)} checks failed)", fg="red")
+    else:
+        click.echo(f"{plan}: valid; summary verified")
+    if failed:
+        sys.exit(1)
+
+
 def main() -> None:
     cli(prog_name="packer")

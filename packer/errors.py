@@ -28,7 +28,7 @@ class Problem:
 
     def __str__(self) -> str:
         where = f"{self.file}: column '{self.column}'" if self.column else self.file
-        text = f"{where}: {self.message}"
+        text = f"{where}: {self.message}" if where else self.message
         if self.count > 1 or self.rows:
             text += f" ({self.count} row{'s' if self.count != 1 else ''})"
         if self.rows:

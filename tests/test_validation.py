@@ -158,3 +158,18 @@ def test_refuses_output_inside_the_trace(tiny_trace):
 def test_not_a_trace_folder(tmp_path):
     (tmp_path / "empty").mkdir()
     assert_rejected(tmp_path / "empty", "hosts.parquet", "file not found")
+
+
+def test_message_without_file_has_no_stray_colon():
+    assert str(InputError("something is wrong")) == "something is wrong"
+
+
+def test_outputs_get_normal_permissions(tmp_path):
+    from packer.atomic import atomic_dir, atomic_file
+
+    with atomic_dir(tmp_path / "d") as d:
+        (d / "x").write_text("1")
+    with atomic_file(tmp_path / "f") as f:
+        f.write_text("1")
+    assert (tmp_path / "d").stat().st_mode & 0o055 == 0o055
+    assert (tmp_path / "f").stat().st_mode & 0o044 == 0o044

@@ -1,0 +1,215 @@
+"""`packer verify`: passes on correct plans, fails with a clear message on each kind of tampering."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from packer.cli import cli
+from packer.metrics import evaluate
+from packer.plan import MOVES_FILE, PLACEMENT_FILE, SUMMARY_FILE, PlanContext, write_plan
+from packer.presets import get_preset
+from packer.problem import build_problem
+from packer.profile import profile_tasks
+from packer.solvers.result import SolveResult
+from packer.trace import read_trace, write_trace
+from packer.verify import verify_plan
+
+# Two architectures with the same per-core throughput, so cpu demand is the same everywhere.
+TIGHT_FLEET = """
+[types.I]
+cost = 1.0
+[types.II]
+cost = 2.0
+[arch.Small]
+type = "I"
+cores = 4
+mem = 8
+net = 10
+membw = 10
+score = 1.0
+[arch.Big]
+type = "II"
+cores = 8
+mem = 16
+net = 10
+membw = 20
+score = 2.0
+"""
+
+# h0 (Small) is full with a and b; h1 (Small) is full with c; h2 (Big) has room for c; h3 (Small) has f, pinned.
+TIGHT_TASKS = {  # task: (host, cpu cores, mem GiB, movable)
+    "a": ("h0", 2, 4, True),
+    "b": ("h0", 2, 4, True),
+    "c": ("h1", 4, 8, True),
+    "d": ("h2", 2, 4, True),
+    "e": ("h2", 2, 2, True),
+    "f": ("h3", 2, 4, False),
+}
+# c makes room on h1 for a; b joins f on h3; h0 is freed.
+TIGHT_TARGET = {"a": "h1", "b": "h3", "c": "h2"}
+
+
+def write_tight_trace(path: Path) -> Path:
+    hosts = pd.DataFrame({"host_id": ["h0", "h1", "h2", "h3"], "arch": ["Small", "Small", "Big", "Small"]})
+    tasks = pd.DataFrame(
+        {
+            "task_id": list(TIGHT_TASKS),
+            "job_id": list(TIGHT_TASKS),
+            "host_id": [v[0] for v in TIGHT_TASKS.values()],
+            "cpu_request": [float(v[1]) for v in TIGHT_TASKS.values()],
+            "mem_request": [float(v[2]) for v in TIGHT_TASKS.values()],
+            "net_request": [0.5] * len(TIGHT_TASKS),
+            "movable": [v[3] for v in TIGHT_TASKS.values()],
+        }
+    )
+    return write_trace(path, hosts, tasks, None, fleet_toml=TIGHT_FLEET)
+
+
+@pytest.fixture
+def tight(tmp_path):
+    """(trace folder, plan folder) of a valid 3-move plan whose move order matters."""
+    trace_path = write_tight_trace(tmp_path / "tight")
+    problem = build_problem(read_trace(trace_path), get_preset("baseline"), max_moves=3)
+    assign = problem.current.copy()
+    for task, host in TIGHT_TARGET.items():
+        assign[list(problem.task_ids).index(task)] = list(problem.host_ids).index(host)
+    result = SolveResult(assign, "optimal", evaluate(problem, assign).objective, 2.0, "hand", 0.01)
+    context = PlanContext(trace=str(trace_path), fleet="trace", config="baseline", max_moves=3, solver="hand")
+    return trace_path, write_plan(tmp_path / "plan", problem, result, context)
+
+
+def run_verify(trace: Path, plan: Path):
+    return CliRunner().invoke(cli, ["verify", str(trace), str(plan)])
+
+
+def edit_placement(plan: Path, change) -> None:
+    placement = pd.read_parquet(plan / PLACEMENT_FILE)
+    change(placement).to_parquet(plan / PLACEMENT_FILE, index=False)
+
+
+def move_task(task: str, host: str):
+    return lambda p: p.assign(host_id=np.where(p["task_id"] == task, host, p["host_id"]))
+
+
+def test_a_correct_plan_passes(tight):
+    trace, plan = tight
+    moves = pd.read_parquet(plan / MOVES_FILE)
+    assert moves["task_id"].tolist().index("c") < moves["task_id"].tolist().index("a")
+    result = run_verify(trace, plan)
+    assert result.exit_code == 0, result.output
+    assert result.output.count("PASS") == 6 and "FAIL" not in result.output
+    assert "valid; summary verified" in result.output
+
+
+def test_a_p99_plan_is_verified_from_recomputed_profiles(tmp_path, tiny_trace):
+    trace = read_trace(tiny_trace)
+    profiles = profile_tasks(trace, (99.0,), 60).profiles
+    problem = build_problem(trace, get_preset("p99"), profiles)
+    assign = problem.current.copy()
+    assign[problem.host_ids[assign] == "h2"] = 0
+    result = SolveResult(assign, "feasible", evaluate(problem, assign).objective, -math.inf, "hand", 0.1)
+    plan = write_plan(tmp_path / "plan", problem, result, PlanContext(trace=str(tiny_trace), config="p99"))
+    report = verify_plan(tiny_trace, plan)
+    assert report.ok, report.checks
+    # A different window changes the p99 limits, hence fragmentation: the verifier must notice.
+    summary = json.loads((plan / SUMMARY_FILE).read_text())
+    summary["context"]["window_s"] = 120
+    (plan / SUMMARY_FILE).write_text(json.dumps(summary))
+    report = verify_plan(tiny_trace, plan)
+    assert not report.ok
+    assert any("fragmentation.cpu" in m for c in report.checks if c.name == "summary" for m in c.messages)
+
+
+@pytest.mark.parametrize(
+    "tamper, check, message",
+    [
+        (lambda p: p[p["task_id"] != "d"], "placement", "1 tasks of the trace missing from the placement: d"),
+        (lambda p: pd.concat([p, p[p["task_id"] == "e"]]), "placement", "1 tasks placed more than once: e"),
+        (lambda p: p.assign(host_id=np.where(p["task_id"] == "e", "h9", p["host_id"])), "placement", "1 tasks on hosts not in the trace: h9"),
+        (move_task("e", "h3"), "rules", "1 hosts over capacity, e.g. h3 in cpu, mem"),
+        (move_task("f", "h0"), "rules", "1 pinned tasks moved, e.g. ['f']"),
+        (move_task("e", "h0"), "rules", "4 moves exceed the budget of 3"),
+    ],
+    ids=["missing", "duplicated", "unknown-host", "over-capacity", "pinned", "too-many-moves"],
+)
+def test_a_tampered_placement_fails(tight, tamper, check, message):
+    trace, plan = tight
+    edit_placement(plan, tamper)
+    result = run_verify(trace, plan)
+    assert result.exit_code == 1, result.output
+    assert f"FAIL {check}: " in result.output
+    assert message in result.output
+    assert "INVALID plan" in result.output
+
+
+def test_moves_out_of_order_fail(tight):
+    trace, plan = tight
+    moves = pd.read_parquet(plan / MOVES_FILE)
+    order = moves["task_id"].tolist()
+    first_a, first_c = order.index("a"), order.index("c")
+    steps = moves["step"].to_numpy().copy()
+    steps[[first_a, first_c]] = steps[[first_c, first_a]]
+    moves.assign(step=steps).to_parquet(plan / MOVES_FILE, index=False)
+    result = run_verify(trace, plan)
+    assert result.exit_code == 1, result.output
+    assert "PASS moves:" in result.output  # same set of moves ...
+    assert "FAIL move order: step 1 (task a to h1): host h1 over capacity (cpu 6 > 4, mem 12 > 8)" in result.output  # ... in a bad order
+
+
+def test_a_move_list_that_disagrees_with_the_placement_fails(tight):
+    trace, plan = tight
+    moves = pd.read_parquet(plan / MOVES_FILE)
+    moves[moves["task_id"] != "b"].assign(step=[1, 2]).to_parquet(plan / MOVES_FILE, index=False)
+    result = run_verify(trace, plan)
+    assert result.exit_code == 1
+    assert "FAIL moves: 1 tasks change host in the placement but have no move: b" in result.output
+    assert "moves.count: summary says 3, recomputed 2" in result.output
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda s: s["metrics"]["after"].update(tco=s["metrics"]["after"]["tco"] - 1), "metrics.after.tco: summary says 3.0, recomputed 4.0"),
+        (lambda s: s["by_type"]["I"].update(hosts_after=1), "by_type.I.hosts_after: summary says 1, recomputed 2"),
+        (lambda s: s["objective"].update(total=1.0), "objective.total: summary says 1.0"),
+        (lambda s: s["moves"].update(temporary=1), "moves.temporary: summary says 1, recomputed 0"),
+        (lambda s: s.update(bound=99.0), "above the plan's own objective"),
+    ],
+    ids=["tco", "by-type", "objective", "temporary", "bound"],
+)
+def test_a_false_summary_fails(tight, edit, message):
+    trace, plan = tight
+    summary = json.loads((plan / SUMMARY_FILE).read_text())
+    edit(summary)
+    (plan / SUMMARY_FILE).write_text(json.dumps(summary))
+    result = run_verify(trace, plan)
+    assert result.exit_code == 1, result.output
+    assert message in result.output
+    assert "PASS rules:" in result.output and "the plan is valid but its summary is false" in result.output
+
+
+def test_unreadable_input_exits_2(tight):
+    trace, plan = tight
+    (plan / SUMMARY_FILE).write_text("{not json")
+    result = run_verify(trace, plan)
+    assert result.exit_code == 2
+    assert "summary.json: not valid JSON" in result.output
+    (plan / SUMMARY_FILE).unlink()
+    result = run_verify(trace, plan)
+    assert result.exit_code == 2 and "summary.json: file not found" in result.output
+
+
+def test_a_context_of_the_wrong_type_exits_2(tight):
+    trace, plan = tight
+    summary = json.loads((plan / SUMMARY_FILE).read_text())
+    summary["context"]["max_moves"] = "three"
+    (plan / SUMMARY_FILE).write_text(json.dumps(summary))
+    result = run_verify(trace, plan)
+    assert result.exit_code == 2
+    assert "column 'context': value(s) of the wrong type: max_moves='three'" in result.output
