@@ -46,7 +46,8 @@ def run(*cmd: str) -> None:
 def demo(args: list[str]) -> None:
     packer = str(BIN / "packer")
     run(packer, "validate", "traces/sample")
-    run(packer, "profile", "traces/sample", *args)
+    run(packer, "solve", "traces/sample", "--goal", "tco", "--time-limit", "20", *args)
+    run(packer, "verify", "traces/sample", "out/sample/plan-p99")
 
 
 def test(args: list[str]) -> None:

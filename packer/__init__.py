@@ -1,4 +1,7 @@
 """packer: repack datacenter tasks onto a heterogeneous fleet."""
+# OR-Tools and highspy (imported by PuLP) each bundle libhighs; whichever loads first
+# wins, and CP-SAT fails if it is not OR-Tools. Load OR-Tools before anything imports PuLP.
+from ortools.sat.python import cp_model as _cp_model  # noqa: F401
 from packer.errors import InfeasibleError, InputError, Problem
 from packer.fleet import Fleet, load_fleet
 from packer.presets import Preset, get_preset, load_presets

@@ -367,5 +367,173 @@ def verify(trace: Path, plan: Path) -> None:
         sys.exit(1)
 
 
+class _MaxMoves(click.ParamType):
+    name = "N|unlimited"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int) or value is None:
+            return value
+        if str(value).lower() in ("unlimited", "none", "inf"):
+            return None
+        try:
+            n = int(value)
+        except ValueError:
+            self.fail(f"expected a number of moves or 'unlimited', got {value!r}", param, ctx)
+        if n < 0:
+            self.fail(f"must be >= 0 or 'unlimited', got {n}", param, ctx)
+        return n
+
+
+def _positive_seconds(ctx, param, value):
+    if value is not None and value <= 0:
+        raise click.BadParameter(f"must be > 0 seconds, got {value:g}")
+    return value
+
+
+@cli.command()
+@_trace_arg
+@click.option("--goal", type=click.Choice(["tco", "hosts"]), default="tco", show_default=True,
+              help="Primary goal: summed cost of occupied hosts (tco) or their number (hosts).")
+@click.option("--config", "config", default="p99", show_default=True,
+              help="Configuration preset (Table IV): baseline, p99-cpu, p99-mem, p99, p99-sens.")
+@click.option("--max-moves", type=_MaxMoves(), default="400", show_default=True,
+              help="At most this many tasks leave their host; 'unlimited' for a full repack (capacity planning).")
+@click.option("--time-limit", type=float, default=60.0, show_default=True, callback=_positive_seconds, help="Seconds; the best plan found by then is returned.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed; a solve is deterministic for a seed.")
+@click.option("--solver", type=click.Choice(["auto", "engine", "cpsat", "cbc", "highs"]), default="auto", show_default=True,
+              help="auto: the exact MILP (CBC) up to 200 tasks, the scalable engine above; cpsat/cbc/highs: exact model of the whole instance.")
+@click.option("--sensitivity-weight", type=click.FloatRange(min=0), default=1.0, show_default=True,
+              help="Weight of summed sensitivity excess over 1 (Eq. 4) against cost units: the TCO-vs-SLO knob (p99-sens).")
+@click.option("--fragmentation-weight", type=click.FloatRange(min=0), default=0.01, show_default=True,
+              help="Weight of fragmentation (Eq. 2), per host's worth of unused cpu and memory.")
+@click.option("--move-weight", type=click.FloatRange(min=0), default=1e-4, show_default=True, help="Cost of one move (the last tie-break).")
+@click.option("--spread-host", type=click.IntRange(min=1), default=None, help="At most N tasks of one job per host (on hosts that gain tasks).")
+@click.option("--spread-domain", type=click.IntRange(min=1), default=None, help="At most N tasks of one job per failure domain (on domains that gain tasks).")
+@click.option("--profiles", "profiles_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Reuse a profiles.parquet from `packer profile` (p99, 60 s windows). Default: profile the trace now.")
+@click.option("--sensitivity", "sensitivity_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Sensitivity table (default models/sensitivity.csv); used by p99-sens.")
+@_fleet_opt
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Plan folder. Default: out/<trace>/plan-<config>.")
+def solve(trace: Path, goal: str, config: str, max_moves: int | None, time_limit: float, seed: int, solver: str,
+          sensitivity_weight: float, fragmentation_weight: float, move_weight: float, spread_host: int | None,
+          spread_domain: int | None, profiles_path: Path | None, sensitivity_path: Path | None, fleet: Path | None, out: Path | None) -> None:
+    """Compute a placement plan: free hosts and cost within a move budget.
+
+    \b
+    Writes a plan folder (atomically):
+      placement.parquet  task_id, host_id
+      moves.parquet      step, task_id, from_host, to_host, via_temporary, temp_host
+                         (apply in step order: no host ever exceeds its capacity)
+      summary.json       configuration, status, objective terms, bound, gap, before/after metrics
+      report.md          the same for a person
+    Status is optimal, feasible (with the gap to a bound) or infeasible (exit 3,
+    tasks named, no plan). Ctrl-C stops the search and keeps the best plan so far.
+    Check any plan independently with `packer verify TRACE PLAN`.
+    """
+    import time
+
+    from packer.atomic import refuse_to_overwrite_input
+    from packer.characterize import read_profiles
+    from packer.metrics import evaluate
+    from packer.plan import PlanContext, fleet_choice, write_plan
+    from packer.presets import get_preset
+    from packer.problem import Weights
+    from packer.solve import problem_from_context, run_solver
+
+    preset = get_preset(config)
+    out = out or default_out(trace, f"plan-{preset.name}")
+    refuse_to_overwrite_input(out, trace)
+    started = time.perf_counter()
+    t = _load_trace(trace, fleet)
+    context = PlanContext(
+        trace=str(trace), fleet=fleet_choice(fleet, trace), config=preset.name, sensitivity=str(sensitivity_path) if sensitivity_path else None,
+        max_moves=max_moves, spread_host=spread_host, spread_domain=spread_domain,
+        weights=Weights(goal=goal, fragmentation=fragmentation_weight, sensitivity=sensitivity_weight, moves=move_weight),
+        solver=solver, time_limit_s=time_limit, seed=seed,
+    )
+    profiles = read_profiles(profiles_path, t) if profiles_path else None
+    if profiles is None and (preset.percentiles or preset.sensitivity) and t.usage_path is not None:
+        with _progress_bar("profiling usage", t.usage_dataset().count_rows()) as bar:
+            problem = problem_from_context(t, preset, context, progress=bar.update)
+    else:
+        problem = problem_from_context(t, preset, context, profiles)
+    click.echo(f"{preset.title}: {problem.n_tasks:,} tasks, {problem.n_hosts:,} hosts, goal {goal}, "
+               f"max moves {'unlimited' if max_moves is None else f'{max_moves:,}'}, solver {solver}, time limit {time_limit:g} s", err=True)
+
+    live = sys.stderr.isatty()
+
+    def show(p) -> None:
+        bound = "" if p.bound is None else f"  bound {p.bound:,.2f}"
+        line = f"  [{p.elapsed_s:6.1f} s] {p.phase:<22} objective {p.objective:,.2f}{bound}  hosts {p.hosts:,}  moves {p.moves:,}"
+        click.echo(("\r" + line) if live else line, err=True, nl=not live)
+
+    result = run_solver(problem, solver, time_limit, seed, progress=show)
+    if live:
+        click.echo("", err=True)
+    if result.status == "infeasible":
+        names = ", ".join(result.infeasible_tasks[:10]) + (" ..." if len(result.infeasible_tasks) > 10 else "")
+        from packer.errors import InfeasibleError
+
+        raise InfeasibleError(f"{len(result.infeasible_tasks)} task(s) fit no host under config {preset.name}: {names}; no plan written",
+                              result.infeasible_tasks)
+    if result.status == "timeout":
+        click.secho(f"timed out after {time_limit:g} s without a feasible placement; no plan written", fg="red", err=True)
+        sys.exit(4)
+    write_plan(out, problem, result, context, fleet=t.fleet)
+    _echo_solve_summary(problem, result, t.fleet, out, evaluate(problem, problem.current), evaluate(problem, result.assign), time.perf_counter() - started)
+
+
+def _echo_solve_summary(problem, result, fleet, out: Path, before, after, seconds: float) -> None:
+    import numpy as np
+
+    archs = problem.arch_names
+    occ_before = np.bincount(problem.host_arch[np.unique(problem.current)], minlength=len(archs))
+    occ_after = np.bincount(problem.host_arch[np.unique(result.assign)], minlength=len(archs))
+    types = fleet.archs["type"].reindex(archs).to_numpy()
+    cost = fleet.archs["cost"].reindex(archs).to_numpy()
+    click.echo(f"\n{'architecture':<14} {'type':>4} {'hosts before':>13} {'after':>8} {'freed':>8} {'TCO before':>11} {'after':>10}")
+    for a, name in enumerate(archs):
+        if occ_before[a] or occ_after[a]:
+            click.echo(f"{name:<14} {types[a]:>4} {occ_before[a]:>13,} {occ_after[a]:>8,} {occ_before[a] - occ_after[a]:>8,} "
+                       f"{occ_before[a] * cost[a]:>11,.1f} {occ_after[a] * cost[a]:>10,.1f}")
+    for utype in dict.fromkeys(types):
+        sel = types == utype
+        click.echo(f"{'Type ' + str(utype):<14} {'':>4} {occ_before[sel].sum():>13,} {occ_after[sel].sum():>8,} "
+                   f"{(occ_before[sel] - occ_after[sel]).sum():>8,} {(occ_before[sel] * cost[sel]).sum():>11,.1f} {(occ_after[sel] * cost[sel]).sum():>10,.1f}")
+    saved = before.tco - after.tco
+    click.echo(f"\nTCO {before.tco:,.1f} -> {after.tco:,.1f} cost units ({saved / before.tco:.1%} saved); hosts {before.hosts:,} -> {after.hosts:,}; "
+               f"{after.moves:,} moves")
+    if problem.sens_dims:
+        click.echo(f"tasks at risk of interference (host sensitivity sum > 1): {before.tasks_at_risk:,} -> {after.tasks_at_risk:,}")
+    detail = result.stats.get("bound", {})
+    if result.status == "optimal":
+        status = "optimal (proven)"
+    elif "freeable_bound" in detail:
+        share = detail.get("share_of_bound")
+        status = f"feasible: freed {detail['freed']:,.1f} of at most {detail['freeable_bound']:,.1f} freeable ({'n/a' if share is None else f'{share:.1%}'} of the bound)"
+    elif "primary_lower_bound" in detail:
+        gap = detail.get("primary_gap")
+        status = f"feasible: {'TCO' if problem.weights.goal == 'tco' else 'hosts'} within {'n/a' if gap is None else f'{gap:.1%}'} of the lower bound {detail['primary_lower_bound']:,.1f}"
+    else:
+        gap = result.gap
+        status = f"feasible (gap {'unknown' if gap is None else f'{gap:.2%}'} to the solver's bound)"
+    if result.stats.get("interrupted"):
+        status += "; interrupted (best plan so far)"
+    elif result.stats.get("timed_out"):
+        status += "; stopped at the time limit"
+    click.echo(f"status: {status}")
+    click.echo(f"plan: {out} ({seconds:.1f} s); check it with: packer verify {problem_trace_hint(out)} {out}")
+
+
+def problem_trace_hint(out: Path) -> str:
+    import json
+
+    try:
+        return json.loads((out / "summary.json").read_text())["context"]["trace"]
+    except (OSError, KeyError, ValueError):
+        return "TRACE"
+
+
 def main() -> None:
     cli(prog_name="packer")

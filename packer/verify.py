@@ -89,25 +89,10 @@ def _examples(values) -> str:
 
 
 def rebuild_problem(trace: Trace, preset: Preset, context: PlanContext) -> PlacementProblem:
-    """The problem a plan was solved on, from the trace and the plan's recorded options alone.
+    """The problem a plan was solved on, from the trace and the plan's recorded options alone."""
+    from packer.solve import problem_from_context
 
-    Profiles are recomputed when the preset uses percentiles or sensitivity; the
-    characterization (classes and sensitivity scores) when it uses sensitivity.
-    """
-    profiles = None
-    if preset.percentiles or preset.sensitivity:
-        from packer.profile import profile_tasks
-
-        profiles = profile_tasks(trace, context.percentiles, context.window_s, skip_invalid=context.skip_invalid_usage).profiles
-    scores = None
-    if preset.sensitivity:
-        from packer.characterize import characterize
-        from packer.sensitivity import DEFAULT_SENSITIVITY
-
-        scores = characterize(trace, profiles, k=context.k, kmax=context.kmax, seed=context.characterize_seed,
-                              sensitivity=context.sensitivity or DEFAULT_SENSITIVITY, percentile=context.characterize_percentile).scores.tasks
-    return build_problem(trace, preset, profiles, scores, max_moves=context.max_moves, spread_host=context.spread_host,
-                         spread_domain=context.spread_domain, weights=context.weights)
+    return problem_from_context(trace, preset, context)
 
 
 def check_placement(problem: PlacementProblem, placement: pd.DataFrame) -> tuple[np.ndarray | None, Check]:

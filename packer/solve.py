@@ -1,0 +1,124 @@
+"""One solve, end to end: build the problem a configuration describes, pick a solver, attach a bound.
+
+This is the layer the ``packer solve`` command and the verifier share, so a plan is
+verified against exactly the problem it was solved on, rebuilt from the inputs.
+
+Solvers (``--solver``):
+
+* ``engine`` — the scalable engine (:mod:`packer.solvers.engine`);
+* ``cpsat`` — the exact CP-SAT model of the whole instance;
+* ``cbc`` / ``highs`` — the exact PuLP MILP model with that backend;
+* ``auto`` — the exact MILP with CBC up to :data:`AUTO_EXACT_MAX_TASKS` tasks (it
+  proves optimality there in seconds; CP-SAT finds the same plans but its bound on
+  this model stays weak, see benchmarks/RESULTS.md), the engine above.
+
+Every result carries a bound on its objective: the exact models' own dual bound,
+or for the engine one derived from :mod:`packer.bounds` — for move-bounded
+repacking the objective can be no lower than the current primary cost minus the
+most cost the move budget could free; for a full repack no lower than the MILP lower
+bound on the primary cost. The bound's details go into ``result.stats["bound"]``.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from packer.bounds import freeable_cost_bound, repack_cost_bound
+from packer.metrics import evaluate
+from packer.plan import PlanContext
+from packer.presets import Preset
+from packer.problem import PlacementProblem, build_problem
+from packer.solvers.engine import EngineConfig, Progress, solve_engine
+from packer.solvers.formulation import unplaceable_tasks
+from packer.solvers.result import SolveResult
+from packer.trace import Trace
+
+log = logging.getLogger(__name__)
+
+SOLVERS = ("auto", "engine", "cpsat", "cbc", "highs")
+AUTO_EXACT_MAX_TASKS = 200
+
+
+def problem_from_context(
+    trace: Trace,
+    preset: Preset,
+    context: PlanContext,
+    profiles: pd.DataFrame | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> PlacementProblem:
+    """The problem ``context`` describes, computed from the trace (profiles and characterization as recorded).
+
+    ``profiles`` may be passed to reuse a profiling run made with the same options;
+    ``progress`` is called with usage rows read while profiling.
+    """
+    if profiles is None and (preset.percentiles or preset.sensitivity):
+        from packer.profile import profile_tasks
+
+        profiles = profile_tasks(trace, context.percentiles, context.window_s, skip_invalid=context.skip_invalid_usage, progress=progress).profiles
+    scores = None
+    if preset.sensitivity:
+        from packer.characterize import characterize
+        from packer.sensitivity import DEFAULT_SENSITIVITY
+
+        scores = characterize(
+            trace, profiles, k=context.k, kmax=context.kmax, seed=context.characterize_seed,
+            sensitivity=context.sensitivity or DEFAULT_SENSITIVITY, percentile=context.characterize_percentile,
+        ).scores.tasks
+    return build_problem(trace, preset, profiles, scores, max_moves=context.max_moves, spread_host=context.spread_host,
+                         spread_domain=context.spread_domain, weights=context.weights)
+
+
+def engine_bound(problem: PlacementProblem) -> tuple[float, dict]:
+    """A lower bound on the objective for the engine's result, and what it rests on (see module doc)."""
+    if problem.max_moves is None:
+        lower = repack_cost_bound(problem)
+        return lower.value, {"kind": "lower bound on primary cost (full repack, MILP over architectures)", "primary_lower_bound": lower.value,
+                             "exact": lower.exact, **lower.detail}
+    freeable = freeable_cost_bound(problem)
+    before = float(problem.primary_cost[np.unique(problem.current)].sum())
+    return before - freeable.value, {"kind": "upper bound on primary cost the move budget can free (LP)", "freeable_bound": freeable.value,
+                                     "primary_before": before, "exact": freeable.exact, **freeable.detail}
+
+
+def run_solver(
+    problem: PlacementProblem,
+    solver: str = "auto",
+    time_limit: float = 60.0,
+    seed: int = 0,
+    progress: Callable[[Progress], None] | None = None,
+) -> SolveResult:
+    """Solve ``problem`` with ``solver`` within ``time_limit`` seconds and attach a bound (see module doc)."""
+    if solver == "auto":
+        solver = "cbc" if problem.n_tasks <= AUTO_EXACT_MAX_TASKS else "engine"
+    if solver == "cpsat":
+        from packer.solvers.cpsat import solve_cpsat
+
+        return solve_cpsat(problem, time_limit=time_limit, seed=seed)
+    if solver in ("cbc", "highs"):
+        from packer.solvers.milp import solve_milp
+
+        return solve_milp(problem, solver=solver, time_limit=time_limit, seed=seed)
+    stuck = unplaceable_tasks(problem)
+    if len(stuck):
+        return SolveResult.infeasible(problem.current, problem.task_ids[stuck].tolist(), "engine", 0.0)
+    bound, detail = engine_bound(problem)
+    hosts_per_arch = None
+    if problem.max_moves is None and "hosts_per_arch" in detail:
+        hosts_per_arch = np.array([detail["hosts_per_arch"][a] for a in problem.arch_names.tolist()], dtype=float)
+    result = solve_engine(problem, EngineConfig(time_limit=time_limit, seed=seed, progress=progress, bound=bound), hosts_per_arch=hosts_per_arch)
+    result.bound = bound if math.isfinite(bound) else -math.inf
+    after = evaluate(problem, result.assign)
+    if problem.max_moves is not None:
+        freed = detail["primary_before"] - float(problem.primary_cost[np.unique(result.assign)].sum())
+        detail["freed"] = freed
+        detail["share_of_bound"] = freed / detail["freeable_bound"] if detail["freeable_bound"] > 0 else None
+    else:
+        primary = float(problem.primary_cost[np.unique(result.assign)].sum())
+        detail["primary_gap"] = (primary - bound) / bound if bound > 0 else None
+    result.stats["bound"] = detail
+    result.stats["objective_check"] = after.objective
+    return result

@@ -1,0 +1,425 @@
+"""The scalable engine: construction by emptying hosts, then large-neighbourhood search.
+
+Move-bounded repacking is mostly a choice of which hosts to empty: a host's cost
+is saved only when every task leaves it (ARCHITECTURE.md, "What is known"). The
+engine therefore works host by host:
+
+1. **Emptying greedy.** Candidate hosts (occupied, no pinned task) are ranked by
+   the objective they would save per move (``open_weight / tasks``). For each, its
+   tasks are placed, largest first, by best fit into the residual capacity of hosts
+   that stay open (eligible architecture, spread limits, never an initially
+   overloaded host), preferring placements that add no sensitivity excess; when
+   they do not fit, the engine tries a *swap*: moving them all to one cheaper empty
+   host. A host is committed only if all of its tasks found a place, the move
+   budget allows it and the objective improves; otherwise its tentative moves are
+   undone. Emptying a host that received tasks earlier is allowed (its tasks then
+   move again), so the greedy can repeat in passes until nothing improves.
+2. **Large-neighbourhood search** (when an exact sub-solver is available and time
+   remains): a few dozen hosts around the current frontier (the cheapest-to-free
+   hosts still open, and hosts with sensitivity excess) are re-solved with CP-SAT
+   with everything else fixed; improvements are kept.
+
+Full repack (``max_moves=None``) runs the same loop with an unlimited budget, after
+ordering candidates by how expensive their capacity is, which consolidates load
+onto the architectures with the best cost per capacity.
+
+Every intermediate placement is valid (checked incrementally, and the final one
+with :func:`packer.metrics.violations`), the search is deterministic for a seed,
+and it is anytime: at the time limit, or on Ctrl-C, it returns the best placement so far.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from packer.metrics import TOLERANCE, evaluate, host_loads, initially_overloaded, violations
+from packer.problem import PlacementProblem
+from packer.solvers.result import SolveResult
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Progress:
+    """What the engine reports while it runs (objective units; ``bound`` may be None)."""
+
+    phase: str
+    objective: float
+    bound: float | None
+    moves: int
+    hosts: int
+    elapsed_s: float
+
+
+class _State:
+    """A valid placement with incrementally maintained loads, counts and spread tallies."""
+
+    def __init__(self, problem: PlacementProblem, assign: np.ndarray):
+        p = self.p = problem
+        self.assign = assign.astype(np.int64).copy()
+        placed = np.flatnonzero(self.assign >= 0)  # -1: not placed yet (during construction)
+        self.loads = np.zeros((p.n_hosts, len(p.dims)))
+        np.add.at(self.loads, self.assign[placed], p.demand[placed])
+        self.sens = np.zeros((p.n_hosts, len(p.sens_dims)))
+        np.add.at(self.sens, self.assign[placed], p.sens_demand[placed])
+        self.count = np.bincount(self.assign[placed], minlength=p.n_hosts)
+        self.moves = int((self.assign[placed] != p.current[placed]).sum())
+        self.receiver = ~initially_overloaded(p)
+        self.cap = p.capacity + TOLERANCE
+        with np.errstate(divide="ignore"):
+            self.inv_cap = np.where(p.capacity > 0, 1.0 / np.maximum(p.capacity, 1e-12), 0.0)
+            self.inv_sens_cap = np.where(p.sens_capacity > 0, 1.0 / np.maximum(p.sens_capacity, 1e-12), 0.0)
+        self.tasks_on: list[set[int]] = [set() for _ in range(p.n_hosts)]
+        for t in placed:
+            self.tasks_on[self.assign[t]].add(int(t))
+        self.job_host: dict[tuple[int, int], int] = {}
+        self.job_domain: dict[tuple[int, int], int] = {}
+        if p.spread_host is not None or p.spread_domain is not None:
+            for t in placed:
+                self._tally(int(t), int(self.assign[t]), +1)
+        # (job, host) / (job, domain) pairs that gained a task: only these are held to the spread limit.
+        self.gained_host: set[tuple[int, int]] = set()
+        self.gained_domain: set[tuple[int, int]] = set()
+
+    def _tally(self, t: int, h: int, sign: int) -> None:
+        j = int(self.p.job[t])
+        if self.p.spread_host is not None:
+            self.job_host[(j, h)] = self.job_host.get((j, h), 0) + sign
+        d = int(self.p.domain[h])
+        if self.p.spread_domain is not None and d >= 0:
+            self.job_domain[(j, d)] = self.job_domain.get((j, d), 0) + sign
+
+    def move(self, t: int, to: int) -> None:
+        """Put task ``t`` on host ``to`` (from its host, or from nowhere if it is not placed yet)."""
+        p, frm = self.p, int(self.assign[t])
+        if frm == to:
+            return
+        spread = p.spread_host is not None or p.spread_domain is not None
+        if frm >= 0:
+            self.loads[frm] -= p.demand[t]
+            self.count[frm] -= 1
+            self.tasks_on[frm].discard(t)
+            if len(p.sens_dims):
+                self.sens[frm] -= p.sens_demand[t]
+            if spread:
+                self._tally(t, frm, -1)
+        self.loads[to] += p.demand[t]
+        if len(p.sens_dims):
+            self.sens[to] += p.sens_demand[t]
+        self.count[to] += 1
+        self.tasks_on[to].add(t)
+        if spread:
+            self._tally(t, to, +1)
+            if to != p.current[t]:
+                self.gained_host.add((int(p.job[t]), to))
+                if p.domain[to] >= 0:
+                    self.gained_domain.add((int(p.job[t]), int(p.domain[to])))
+        self.moves += int(to != p.current[t]) - int(frm >= 0 and frm != p.current[t])
+        self.assign[t] = to
+
+    def excess(self, rows: np.ndarray | slice = slice(None)) -> np.ndarray:
+        """Summed sensitivity excess over 1 of the given hosts (Eq. 4 per host)."""
+        if not len(self.p.sens_dims):
+            return np.zeros(self.p.n_hosts)[rows]
+        return np.clip(self.sens[rows] * self.inv_sens_cap[rows] - 1.0, 0.0, None).sum(axis=-1)
+
+    def best_host(self, t: int, allowed: np.ndarray) -> tuple[int, float]:
+        """Best-fit host for task ``t`` among ``allowed`` (bool mask) and the sensitivity penalty it adds; (-1, inf) if none."""
+        p = self.p
+        mask = allowed & self.receiver & p.eligible[t][p.host_arch]
+        if self.assign[t] >= 0:
+            mask[self.assign[t]] = False
+        idx = np.flatnonzero(mask)
+        if len(idx) == 0:
+            return -1, np.inf
+        after = self.loads[idx] + p.demand[t]
+        fits = (after <= self.cap[idx]).all(axis=1)
+        idx, after = idx[fits], after[fits]
+        if len(idx) and (p.spread_host is not None or p.spread_domain is not None):
+            ok = np.array([self.spread_ok(t, int(h)) for h in idx], dtype=bool)
+            idx, after = idx[ok], after[ok]
+        if len(idx) == 0:
+            return -1, np.inf
+        penalty = np.zeros(len(idx))
+        if len(p.sens_dims) and p.weights.sensitivity > 0 and p.sens_demand[t].any():
+            before = self.excess(idx)
+            new = np.clip((self.sens[idx] + p.sens_demand[t]) * self.inv_sens_cap[idx] - 1.0, 0.0, None).sum(axis=1)
+            penalty = p.weights.sensitivity * (new - before)
+        # Best fit: the host left with the least normalized slack, after penalties.
+        slack = ((self.cap[idx] - after) * self.inv_cap[idx]).sum(axis=1)
+        k = int(np.lexsort((slack, np.round(penalty, 12)))[0])
+        return int(idx[k]), float(penalty[k])
+
+    def spread_ok(self, t: int, h: int) -> bool:
+        p, j = self.p, int(self.p.job[t])
+        if p.spread_host is not None and self.job_host.get((j, h), 0) + 1 > p.spread_host:
+            return False
+        d = int(p.domain[h])
+        if p.spread_domain is not None and d >= 0 and self.job_domain.get((j, d), 0) + 1 > p.spread_domain:
+            return False
+        return True
+
+
+@dataclass
+class EngineConfig:
+    """Knobs of the engine. ``lns_hosts``: hosts per neighbourhood; ``lns_time``: seconds per sub-solve."""
+
+    time_limit: float = 60.0
+    seed: int = 0
+    passes: int = 3
+    lns_hosts: int = 24
+    lns_time: float = 2.0
+    lns: bool = True
+    progress: Callable[[Progress], None] | None = None
+    bound: float | None = None
+    extra: dict = field(default_factory=dict)
+
+
+def _try_empty(state: _State, h: int, budget: float, open_mask: np.ndarray, swap_targets: np.ndarray) -> float:
+    """Try to move every task off host ``h``; commit and return the objective gain, or undo and return 0."""
+    p = state.p
+    tasks = sorted(state.tasks_on[h], key=lambda t: -float((p.demand[t] * state.inv_cap[h]).sum()))
+    extra_moves = sum(1 for t in tasks if p.current[t] == h) - sum(1 for t in tasks if p.current[t] != h)
+    if state.moves + extra_moves > budget:
+        return 0.0
+    saving = float(p.open_weight[h])
+    before_excess = float(state.excess().sum()) if len(p.sens_dims) else 0.0
+    allowed = open_mask.copy()
+    allowed[h] = False
+    done: list[tuple[int, int]] = []
+    penalty = 0.0
+    for t in tasks:
+        to, pen = state.best_host(t, allowed)
+        if to < 0:
+            break
+        done.append((t, h))
+        state.move(t, to)
+        penalty += pen
+    else:
+        gain = saving - penalty + p.weights.sensitivity * 0.0 - p.weights.moves * extra_moves
+        if len(p.sens_dims):
+            gain = saving - p.weights.sensitivity * (float(state.excess().sum()) - before_excess) - p.weights.moves * extra_moves
+        if gain > 1e-9:
+            open_mask[h] = False
+            return gain
+    for t, frm in reversed(done):
+        state.move(t, frm)
+    return _try_swap(state, h, budget, open_mask, swap_targets, tasks, extra_moves)
+
+
+def _try_swap(state: _State, h: int, budget: float, open_mask: np.ndarray, swap_targets: np.ndarray, tasks: list[int], extra_moves: int) -> float:
+    """Move all of ``h``'s tasks onto one cheaper empty host, if that saves."""
+    p = state.p
+    if state.moves + extra_moves > budget or not len(swap_targets):
+        return 0.0
+    need = p.demand[tasks].sum(axis=0)
+    cheaper = swap_targets[(p.open_weight[swap_targets] < p.open_weight[h] - 1e-9) & (state.count[swap_targets] == 0)]
+    if not len(cheaper):
+        return 0.0
+    fits = (need <= state.cap[cheaper]).all(axis=1) & p.eligible[np.ix_(tasks, p.host_arch[cheaper])].all(axis=0)
+    cheaper = cheaper[fits]
+    if not len(cheaper):
+        return 0.0
+    g = int(cheaper[np.argmin(p.open_weight[cheaper])])
+    before = float(state.excess().sum()) if len(p.sens_dims) else 0.0
+    for t in tasks:
+        if not state.spread_ok(t, g):
+            for u in tasks[: tasks.index(t)]:
+                state.move(u, h)
+            return 0.0
+        state.move(t, g)
+    after = float(state.excess().sum()) if len(p.sens_dims) else 0.0
+    gain = float(p.open_weight[h] - p.open_weight[g]) - p.weights.sensitivity * (after - before) - p.weights.moves * extra_moves
+    if gain > 1e-9:
+        open_mask[h] = False
+        open_mask[g] = True
+        return gain
+    for t in tasks:
+        state.move(t, h)
+    return 0.0
+
+
+def _candidate_order(state: _State, rng: np.random.Generator, full_repack: bool) -> np.ndarray:
+    p = state.p
+    pinned = np.bincount(p.current[~p.movable], minlength=p.n_hosts) > 0
+    cand = np.flatnonzero((state.count > 0) & ~pinned)
+    if full_repack:
+        # Least-used, most expensive capacity first: those are the hosts a cheaper packing closes.
+        use = (state.loads[cand][:, list(p.frag_dims)] * state.inv_cap[cand][:, list(p.frag_dims)]).max(axis=1)
+        key = use - 1e-3 * p.open_weight[cand]
+    else:
+        key = -p.open_weight[cand] / np.maximum(state.count[cand], 1)
+    tie = rng.random(len(cand))
+    return cand[np.lexsort((tie, key))]
+
+
+def construct_repack(problem: PlacementProblem, hosts_per_arch: np.ndarray) -> np.ndarray | None:
+    """A full-repack placement that opens the architecture mix a cost bound chose.
+
+    ``hosts_per_arch`` (A,) is how many hosts of each architecture to open first
+    (e.g. the MILP of :func:`packer.bounds.repack_cost_bound`). Within an
+    architecture the most loaded current hosts are opened, and tasks already on an
+    open host stay there, so the plan moves as few tasks as the mix allows. The
+    other tasks go by best fit, largest first (by their largest share of a host);
+    when none fits, the closed host with the lowest objective weight per capacity
+    that can take the task is opened. Returns ``None`` if some task fits nowhere.
+    """
+    p = problem
+    load = host_loads(p, p.current)
+    use = (load[:, list(p.frag_dims)] / np.maximum(p.capacity[:, list(p.frag_dims)], 1e-12)).sum(axis=1)
+    open_mask = np.zeros(p.n_hosts, dtype=bool)
+    open_mask[p.current[~p.movable]] = True
+    for a, n in enumerate(np.ceil(np.asarray(hosts_per_arch) - 1e-6).astype(int)):
+        hosts = np.flatnonzero((p.host_arch == a) & ~open_mask)
+        need = n - int(open_mask[p.host_arch == a].sum())
+        if need > 0:
+            open_mask[hosts[np.argsort(-use[hosts], kind="stable")[:need]]] = True
+    start = np.where(open_mask[p.current], p.current, -1)
+    state = _State(p, start)
+    overfull = (state.loads > state.cap).any(axis=1)
+    if overfull.any():  # keeping every task of an open host may not fit under new limits; re-place those
+        for h in np.flatnonzero(overfull):
+            for t in list(state.tasks_on[h]):
+                if p.movable[t]:
+                    state.assign[t] = -1
+        state = _State(p, state.assign)
+    todo = np.flatnonzero(state.assign < 0)
+    size = (p.demand[todo] / np.maximum(p.capacity.max(axis=0), 1e-12)).max(axis=1)
+    per_capacity = p.open_weight / np.maximum((p.capacity[:, list(p.frag_dims)] / p.frag_scale).sum(axis=1), 1e-12)
+    for t in todo[np.argsort(-size, kind="stable")]:
+        to, _ = state.best_host(int(t), open_mask)
+        if to < 0:
+            closed = ~open_mask & state.receiver & p.eligible[t][p.host_arch] & (p.demand[t] <= state.cap).all(axis=1)
+            if not closed.any():
+                return None
+            candidates = np.flatnonzero(closed)
+            to = int(candidates[np.argmin(per_capacity[candidates])])
+            open_mask[to] = True
+        state.move(int(t), to)
+    return state.assign
+
+
+def _empty_hosts(state: _State, budget: float, full: bool, config: EngineConfig, rng: np.random.Generator, deadline: float, report) -> bool:
+    """Emptying passes until no pass improves; returns True if the deadline cut them short."""
+    open_mask = state.count > 0
+    swap_targets = np.flatnonzero(state.receiver & (state.count == 0))
+    for sweep in range(config.passes):
+        gained = 0.0
+        for k, h in enumerate(_candidate_order(state, rng, full)):
+            if state.count[h] == 0:
+                continue
+            if state.moves >= budget:
+                break
+            gained += _try_empty(state, int(h), budget, open_mask, swap_targets)
+            if k % 256 == 0:
+                if time.perf_counter() > deadline:
+                    return True
+                report(f"empty hosts, pass {sweep + 1}")
+        log.info("pass %d: objective gain %.4f, moves %d", sweep + 1, gained, state.moves)
+        if gained <= 1e-9:
+            break
+    return False
+
+
+def solve_engine(
+    problem: PlacementProblem,
+    config: EngineConfig = EngineConfig(),
+    start: np.ndarray | None = None,
+    hosts_per_arch: np.ndarray | None = None,
+) -> SolveResult:
+    """Run the scalable engine from ``start`` (default: the current placement).
+
+    In full repack (``problem.max_moves is None``), ``hosts_per_arch`` (e.g. from
+    :func:`packer.bounds.repack_cost_bound`) adds a second start built by
+    :func:`construct_repack`; the better of the two after the emptying passes is
+    refined by large-neighbourhood search.
+    """
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(config.seed)
+    budget = np.inf if problem.max_moves is None else problem.max_moves
+    full = problem.max_moves is None
+    deadline = t0 + config.time_limit
+    interrupted = timed_out = False
+    state = _State(problem, problem.current if start is None else start)
+
+    def report(phase: str) -> None:
+        if config.progress is not None:
+            ev = evaluate(problem, state.assign)
+            config.progress(Progress(phase, ev.objective, config.bound, ev.moves, ev.hosts, time.perf_counter() - t0))
+
+    try:
+        timed_out = _empty_hosts(state, budget, full, config, rng, deadline, report)
+        if full and hosts_per_arch is not None and not timed_out:
+            built = construct_repack(problem, hosts_per_arch)
+            if built is not None:
+                other = _State(problem, built)
+                current_state = state
+                state = other  # so progress reports follow the construction
+                timed_out = _empty_hosts(other, budget, full, config, rng, deadline, report)
+                if evaluate(problem, other.assign).objective >= evaluate(problem, current_state.assign).objective:
+                    state = current_state
+        report("construction done")
+        if config.lns and not timed_out and time.perf_counter() < deadline:
+            state, _ = _lns(state, config, rng, deadline, budget, report)
+    except KeyboardInterrupt:
+        interrupted = True
+    assign = state.assign
+    problems = violations(problem, assign)
+    if problems:  # never hand out an invalid plan: fall back to the current placement
+        log.error("engine produced an invalid placement (%s); returning the current placement", "; ".join(problems))
+        assign = problem.current.copy()
+    ev = evaluate(problem, assign)
+    return SolveResult(
+        assign=assign,
+        status="feasible",
+        objective=ev.objective,
+        bound=-np.inf,
+        solver="engine",
+        wall_s=time.perf_counter() - t0,
+        infeasible_tasks=[],
+        stats={"interrupted": interrupted, "timed_out": timed_out, "moves": ev.moves},
+    )
+
+
+def _lns(state: _State, config: EngineConfig, rng: np.random.Generator, deadline: float, budget: float, report) -> tuple[_State, float]:
+    """Large-neighbourhood search with the exact CP-SAT sub-solver around the current frontier."""
+    try:
+        from packer.solvers.cpsat import solve_subproblem
+    except ImportError:  # the exact models are optional for the engine
+        return state, evaluate(state.p, state.assign).objective
+    p = state.p
+    best = evaluate(p, state.assign).objective
+    stale = 0
+    while time.perf_counter() + config.lns_time < deadline and stale < 30:
+        open_hosts = np.flatnonzero(state.count > 0)
+        if len(open_hosts) < 2:
+            break
+        # Seed hosts: cheap-to-free open hosts (few tasks, high cost) and hosts with sensitivity excess.
+        weight = p.open_weight[open_hosts] / np.maximum(state.count[open_hosts], 1)
+        weight = weight + 10.0 * state.excess(open_hosts)
+        prob = weight / weight.sum()
+        n_seed = min(len(open_hosts), max(2, config.lns_hosts // 3))
+        seeds = rng.choice(open_hosts, size=n_seed, replace=False, p=prob)
+        # Receivers: hosts with the most slack that the seeds' tasks could use.
+        slack = ((state.cap[open_hosts] - state.loads[open_hosts]) * state.inv_cap[open_hosts]).sum(axis=1)
+        room = open_hosts[np.argsort(-slack)][: config.lns_hosts]
+        hosts = np.unique(np.concatenate([seeds, room]))[: config.lns_hosts + n_seed]
+        tasks = np.flatnonzero(np.isin(state.assign, hosts) & p.movable)
+        if len(tasks) == 0 or len(tasks) > 400:
+            stale += 1
+            continue
+        result = solve_subproblem(p, state.assign, tasks, hosts, time_limit=config.lns_time, seed=int(rng.integers(1 << 30)))
+        if result.objective < best - 1e-9 and not violations(p, result.assign):
+            changed = np.flatnonzero(result.assign != state.assign)
+            for t in changed:
+                state.move(int(t), int(result.assign[t]))
+            best = result.objective
+            stale = 0
+            report("neighbourhood search")
+        else:
+            stale += 1
+    return state, best

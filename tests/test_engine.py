@@ -1,0 +1,97 @@
+"""The scalable engine and the bounds: validity on random instances, bounds that hold, anytime behaviour."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from packer.bounds import freeable_cost_bound, repack_cost_bound
+from packer.metrics import evaluate, violations
+from packer.problem import Weights
+from packer.solve import run_solver
+from packer.solvers import solve_cpsat
+from packer.solvers.engine import EngineConfig, construct_repack, solve_engine
+from test_exact import random_problem, small_problem
+
+FAST = EngineConfig(time_limit=5.0, lns=False)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), n_tasks=st.integers(1, 30), n_hosts=st.integers(1, 10), spread=st.booleans(), sens=st.booleans())
+def test_every_engine_plan_is_valid(seed, n_tasks, n_hosts, spread, sens):
+    problem = random_problem(seed, n_tasks, n_hosts, spread=spread, sens=sens)
+    result = solve_engine(problem, FAST)
+    assert violations(problem, result.assign) == []
+    assert result.objective == pytest.approx(evaluate(problem, result.assign).objective)
+    assert result.objective <= evaluate(problem, problem.current).objective + 1e-9
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), n_tasks=st.integers(2, 16), n_hosts=st.integers(2, 7))
+def test_bounds_hold_against_the_proven_optimum(seed, n_tasks, n_hosts):
+    problem = random_problem(seed, n_tasks, n_hosts, weights=Weights(fragmentation=0.0, moves=0.0))
+    exact = solve_cpsat(problem, time_limit=10, num_workers=1, deterministic=True)
+    assert exact.status == "optimal"
+    before = problem.primary_cost[np.unique(problem.current)].sum()
+    best = problem.primary_cost[np.unique(exact.assign)].sum()
+    if problem.max_moves is None:
+        assert repack_cost_bound(problem).value <= best + 1e-6
+    else:
+        assert freeable_cost_bound(problem).value >= before - best - 1e-6
+
+
+def test_engine_empties_the_expensive_host():
+    problem = small_problem([2, 2], capacity=[8, 8], cost=[1, 3], current=[0, 1], max_moves=1)
+    result = solve_engine(problem, FAST)
+    assert result.assign.tolist() == [0, 0]
+
+
+def test_zero_budget_returns_the_current_placement():
+    problem = random_problem(3, 20, 6, max_moves=0)
+    result = run_solver(problem, "engine", time_limit=5)
+    assert np.array_equal(result.assign, problem.current)
+
+
+def test_engine_is_deterministic_for_a_seed():
+    problem = random_problem(11, 60, 15, max_moves=20)
+    a = solve_engine(problem, EngineConfig(time_limit=5, seed=4, lns_time=0.5))
+    b = solve_engine(problem, EngineConfig(time_limit=5, seed=4, lns_time=0.5))
+    assert np.array_equal(a.assign, b.assign)
+
+
+def test_interrupt_returns_the_best_plan_so_far():
+    problem = random_problem(5, 40, 12, max_moves=None)
+    calls = []
+
+    def interrupt(progress):
+        calls.append(progress)
+        if len(calls) >= 2:
+            raise KeyboardInterrupt
+
+    result = solve_engine(problem, EngineConfig(time_limit=30, progress=interrupt))
+    assert result.stats["interrupted"]
+    assert violations(problem, result.assign) == []
+
+
+def test_full_repack_construction_follows_the_architecture_mix():
+    problem = random_problem(8, 30, 10, max_moves=None)
+    bound = repack_cost_bound(problem)
+    built = construct_repack(problem, np.array(list(bound.detail["hosts_per_arch"].values()), dtype=float))
+    assert built is not None and violations(problem, built) == []
+    assert problem.primary_cost[np.unique(built)].sum() >= bound.value - 1e-9
+
+
+def test_engine_bound_and_status_are_reported():
+    problem = random_problem(21, 300, 40, max_moves=30)
+    result = run_solver(problem, "auto", time_limit=5)
+    assert result.solver == "engine" and result.status == "feasible"
+    detail = result.stats["bound"]
+    assert 0 <= detail["freed"] <= detail["freeable_bound"] + 1e-9
+    assert result.bound <= result.objective
+
+
+def test_auto_uses_the_exact_model_on_small_instances():
+    problem = random_problem(2, 12, 4, max_moves=None)
+    result = run_solver(problem, "auto", time_limit=10)
+    assert result.solver == "cbc" and result.status == "optimal"
