@@ -72,6 +72,19 @@ def problem_from_context(
                          spread_domain=context.spread_domain, weights=context.weights)
 
 
+def tasks_that_fit_nowhere(problem: PlacementProblem) -> np.ndarray:
+    """Indices of tasks whose demand exceeds, in some dimension, every host they may use, even empty.
+
+    A task may use its current host and the hosts of its eligible architectures. Such
+    a task makes the configuration infeasible: its own host is overloaded by it alone.
+    """
+    arch_cap = np.zeros((len(problem.arch_names), len(problem.dims)))
+    np.maximum.at(arch_cap, problem.host_arch, problem.capacity)
+    fits_arch = (problem.demand[:, None, :] <= arch_cap[None, :, :] + 1e-9).all(axis=2) & problem.eligible
+    fits_own = (problem.demand <= problem.capacity[problem.current] + 1e-9).all(axis=1)
+    return np.flatnonzero(~fits_arch.any(axis=1) & ~fits_own)
+
+
 def engine_bound(problem: PlacementProblem) -> tuple[float, dict]:
     """A lower bound on the objective for the engine's result, and what it rests on (see module doc)."""
     if problem.max_moves is None:
@@ -92,6 +105,9 @@ def run_solver(
     progress: Callable[[Progress], None] | None = None,
 ) -> SolveResult:
     """Solve ``problem`` with ``solver`` within ``time_limit`` seconds and attach a bound (see module doc)."""
+    oversized = tasks_that_fit_nowhere(problem)
+    if len(oversized):
+        return SolveResult.infeasible(problem.current, problem.task_ids[oversized].tolist(), solver, 0.0)
     if solver == "auto":
         solver = "cbc" if problem.n_tasks <= AUTO_EXACT_MAX_TASKS else "engine"
     if solver == "cpsat":
