@@ -53,6 +53,8 @@ class CostBound:
     kind: str
     exact: bool
     detail: dict
+    #: Full repack only: per task, the architecture its LP solution puts most of it on (-1 if none).
+    task_arch: np.ndarray | None = None
 
 
 def freeable_cost_bound(problem: PlacementProblem, budget: int | None = None) -> CostBound:
@@ -109,7 +111,7 @@ def repack_cost_bound(problem: PlacementProblem, time_limit: float = 30.0) -> Co
     signature[pinned] = False
     signature[np.arange(problem.n_tasks), problem.host_arch[problem.current]] = True
     # Identical tasks (same signature and demand) can share one fractional assignment without loss.
-    rows, count = np.unique(np.hstack([signature, problem.demand]), axis=0, return_counts=True)
+    rows, inverse, count = np.unique(np.hstack([signature, problem.demand]), axis=0, return_inverse=True, return_counts=True)
     allowed, demand = rows[:, :A].astype(bool), rows[:, A:] * count[:, None]
     U = len(rows)
 
@@ -132,4 +134,7 @@ def repack_cost_bound(problem: PlacementProblem, time_limit: float = 30.0) -> Co
     # A MILP stopped early proves only its dual bound.
     value = float(res.fun) if res.status == 0 else float(getattr(res, "mip_dual_bound", 0.0) or 0.0)
     hosts = dict(zip(problem.arch_names.tolist(), np.round(res.x[n_x:]).astype(int).tolist()))
-    return CostBound(value, "repack-lower", res.status == 0, {"hosts_per_arch": hosts})
+    share = np.zeros((U, A))
+    share[pairs[:, 0], pairs[:, 1]] = res.x[:n_x]
+    preferred = np.where(share.max(axis=1) > 0, share.argmax(axis=1), -1)[inverse.ravel()]
+    return CostBound(value, "repack-lower", res.status == 0, {"hosts_per_arch": hosts}, task_arch=preferred)

@@ -85,16 +85,17 @@ def tasks_that_fit_nowhere(problem: PlacementProblem) -> np.ndarray:
     return np.flatnonzero(~fits_arch.any(axis=1) & ~fits_own)
 
 
-def engine_bound(problem: PlacementProblem) -> tuple[float, dict]:
-    """A lower bound on the objective for the engine's result, and what it rests on (see module doc)."""
+def engine_bound(problem: PlacementProblem) -> tuple[float, dict, np.ndarray | None]:
+    """A lower bound on the objective for the engine's result, what it rests on (see module doc) and,
+    for a full repack, each task's preferred architecture in the bound's LP solution."""
     if problem.max_moves is None:
         lower = repack_cost_bound(problem)
         return lower.value, {"kind": "lower bound on primary cost (full repack, MILP over architectures)", "primary_lower_bound": lower.value,
-                             "exact": lower.exact, **lower.detail}
+                             "exact": lower.exact, **lower.detail}, lower.task_arch
     freeable = freeable_cost_bound(problem)
     before = float(problem.primary_cost[np.unique(problem.current)].sum())
     return before - freeable.value, {"kind": "upper bound on primary cost the move budget can free (LP)", "freeable_bound": freeable.value,
-                                     "primary_before": before, "exact": freeable.exact, **freeable.detail}
+                                     "primary_before": before, "exact": freeable.exact, **freeable.detail}, None
 
 
 def run_solver(
@@ -121,11 +122,11 @@ def run_solver(
     stuck = unplaceable_tasks(problem)
     if len(stuck):
         return SolveResult.infeasible(problem.current, problem.task_ids[stuck].tolist(), "engine", 0.0)
-    bound, detail = engine_bound(problem)
+    bound, detail, task_arch = engine_bound(problem)
     hosts_per_arch = None
     if problem.max_moves is None and "hosts_per_arch" in detail:
         hosts_per_arch = np.array([detail["hosts_per_arch"][a] for a in problem.arch_names.tolist()], dtype=float)
-    result = solve_engine(problem, EngineConfig(time_limit=time_limit, seed=seed, progress=progress, bound=bound), hosts_per_arch=hosts_per_arch)
+    result = solve_engine(problem, EngineConfig(time_limit=time_limit, seed=seed, progress=progress, bound=bound), hosts_per_arch=hosts_per_arch, task_arch=task_arch)
     result.bound = bound if math.isfinite(bound) else -math.inf
     after = evaluate(problem, result.assign)
     if problem.max_moves is not None:

@@ -257,16 +257,18 @@ def _candidate_order(state: _State, rng: np.random.Generator, full_repack: bool)
     return cand[np.lexsort((tie, key))]
 
 
-def construct_repack(problem: PlacementProblem, hosts_per_arch: np.ndarray) -> np.ndarray | None:
-    """A full-repack placement that opens the architecture mix a cost bound chose.
+def construct_repack(problem: PlacementProblem, hosts_per_arch: np.ndarray, task_arch: np.ndarray | None = None) -> np.ndarray | None:
+    """A full-repack placement that follows a cost bound's LP solution (LP rounding).
 
-    ``hosts_per_arch`` (A,) is how many hosts of each architecture to open first
-    (e.g. the MILP of :func:`packer.bounds.repack_cost_bound`). Within an
-    architecture the most loaded current hosts are opened, and tasks already on an
-    open host stay there, so the plan moves as few tasks as the mix allows. The
-    other tasks go by best fit, largest first (by their largest share of a host);
-    when none fits, the closed host with the lowest objective weight per capacity
-    that can take the task is opened. Returns ``None`` if some task fits nowhere.
+    ``hosts_per_arch`` (A,) is how many hosts of each architecture to open first and
+    ``task_arch`` (T,) the architecture each task's LP solution mostly uses (both from
+    :func:`packer.bounds.repack_cost_bound`). Within an architecture the most loaded
+    current hosts are opened, and a task already on an open host of its preferred
+    architecture stays there, so the plan moves as few tasks as the mix allows. The
+    other tasks go, largest first (by their largest share of a host), by best fit
+    into open hosts of their preferred architecture, then of any; when none fits, a
+    closed host of the preferred architecture is opened, else the closed host with
+    the lowest objective weight per capacity. Returns ``None`` if some task fits nowhere.
     """
     p = problem
     load = host_loads(p, p.current)
@@ -278,8 +280,9 @@ def construct_repack(problem: PlacementProblem, hosts_per_arch: np.ndarray) -> n
         need = n - int(open_mask[p.host_arch == a].sum())
         if need > 0:
             open_mask[hosts[np.argsort(-use[hosts], kind="stable")[:need]]] = True
-    start = np.where(open_mask[p.current], p.current, -1)
-    state = _State(p, start)
+    preferred = np.full(p.n_tasks, -1) if task_arch is None else np.asarray(task_arch)
+    keep = open_mask[p.current] & ((preferred < 0) | (preferred == p.host_arch[p.current]) | ~p.movable)
+    state = _State(p, np.where(keep, p.current, -1))
     overfull = (state.loads > state.cap).any(axis=1)
     if overfull.any():  # keeping every task of an open host may not fit under new limits; re-place those
         for h in np.flatnonzero(overfull):
@@ -291,9 +294,17 @@ def construct_repack(problem: PlacementProblem, hosts_per_arch: np.ndarray) -> n
     size = (p.demand[todo] / np.maximum(p.capacity.max(axis=0), 1e-12)).max(axis=1)
     per_capacity = p.open_weight / np.maximum((p.capacity[:, list(p.frag_dims)] / p.frag_scale).sum(axis=1), 1e-12)
     for t in todo[np.argsort(-size, kind="stable")]:
-        to, _ = state.best_host(int(t), open_mask)
+        own = p.host_arch == preferred[t]
+        to = state.best_host(int(t), open_mask & own)[0] if preferred[t] >= 0 else -1
         if to < 0:
             closed = ~open_mask & state.receiver & p.eligible[t][p.host_arch] & (p.demand[t] <= state.cap).all(axis=1)
+            if preferred[t] >= 0 and (closed & own).any():
+                candidates = np.flatnonzero(closed & own)
+                to = int(candidates[np.argmin(per_capacity[candidates])])
+                open_mask[to] = True
+        if to < 0:
+            to = state.best_host(int(t), open_mask)[0]
+        if to < 0:
             if not closed.any():
                 return None
             candidates = np.flatnonzero(closed)
@@ -330,6 +341,7 @@ def solve_engine(
     config: EngineConfig = EngineConfig(),
     start: np.ndarray | None = None,
     hosts_per_arch: np.ndarray | None = None,
+    task_arch: np.ndarray | None = None,
 ) -> SolveResult:
     """Run the scalable engine from ``start`` (default: the current placement).
 
@@ -354,7 +366,7 @@ def solve_engine(
     try:
         timed_out = _empty_hosts(state, budget, full, config, rng, deadline, report)
         if full and hosts_per_arch is not None and not timed_out:
-            built = construct_repack(problem, hosts_per_arch)
+            built = construct_repack(problem, hosts_per_arch, task_arch)
             if built is not None:
                 other = _State(problem, built)
                 current_state = state
