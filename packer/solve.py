@@ -126,7 +126,9 @@ def run_solver(
     hosts_per_arch = None
     if problem.max_moves is None and "hosts_per_arch" in detail:
         hosts_per_arch = np.array([detail["hosts_per_arch"][a] for a in problem.arch_names.tolist()], dtype=float)
-    result = solve_engine(problem, EngineConfig(time_limit=time_limit, seed=seed, progress=progress, bound=bound), hosts_per_arch=hosts_per_arch, task_arch=task_arch)
+    target = detail["primary_lower_bound"] if problem.max_moves is None else detail["primary_before"] - detail["freeable_bound"]
+    config = EngineConfig(time_limit=time_limit, seed=seed, progress=progress, bound=bound, primary_target=target)
+    result = solve_engine(problem, config, hosts_per_arch=hosts_per_arch, task_arch=task_arch)
     result.bound = bound if math.isfinite(bound) else -math.inf
     after = evaluate(problem, result.assign)
     if problem.max_moves is not None:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -176,7 +176,8 @@ class EngineConfig:
     lns: bool = True
     progress: Callable[[Progress], None] | None = None
     bound: float | None = None
-    extra: dict = field(default_factory=dict)
+    #: Stop searching once the primary cost (TCO or hosts) reaches this proven bound.
+    primary_target: float | None = None
 
 
 def _try_empty(state: _State, h: int, budget: float, open_mask: np.ndarray, swap_targets: np.ndarray) -> float:
@@ -375,7 +376,8 @@ def solve_engine(
                 if evaluate(problem, other.assign).objective >= evaluate(problem, current_state.assign).objective:
                     state = current_state
         report("construction done")
-        if config.lns and not timed_out and time.perf_counter() < deadline:
+        reached = config.primary_target is not None and problem.primary_cost[np.unique(state.assign)].sum() <= config.primary_target + 1e-9
+        if config.lns and not timed_out and not reached and time.perf_counter() < deadline:
             state, _ = _lns(state, config, rng, deadline, budget, report)
     except KeyboardInterrupt:
         interrupted = True
@@ -432,6 +434,8 @@ def _lns(state: _State, config: EngineConfig, rng: np.random.Generator, deadline
             best = result.objective
             stale = 0
             report("neighbourhood search")
+            if config.primary_target is not None and p.primary_cost[np.unique(state.assign)].sum() <= config.primary_target + 1e-9:
+                break
         else:
             stale += 1
     return state, best

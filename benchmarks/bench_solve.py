@@ -1,0 +1,216 @@
+"""Benchmark the packer-solver (issue 4): a ladder of generated instances, small instances against
+proven optima, and Falkenauer's 1-D bin packing instances.
+
+    python benchmarks/bench_solve.py ladder [--sizes 1000,5000,37000,100000]
+    python benchmarks/bench_solve.py small [--instances 100]
+    python benchmarks/bench_solve.py falkenauer [--time-limit 10]
+
+ladder: traces are generated into benchmarks/work/ if missing (37,000 tasks reuses
+benchmarks/work/paper: 7 days at 300 s; the other sizes use 1 day at 300 s, hosts =
+tasks × 18/37). Time limits: 60 s, except 300 s for a full repack of 37,000 tasks or
+more (the targets' limits). Each run is a child process (`one`) that profiles, builds the problem,
+solves, writes the plan, runs `packer verify` on it and reports wall time (solve only),
+peak RSS (whole process, profiling included), objective, bound and gaps. Side by side in
+the same run: first-fit decreasing (full repack), and the exact CP-SAT and PuLP/CBC
+models on the whole instance with the same time limit where the model fits in memory.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WORK = ROOT / "benchmarks" / "work"
+SHARED = ROOT.parent / "shared" / "data"
+EXACT_MAX_PAIRS = 2_000_000  # whole-instance exact models beyond this many task-host pairs are not attempted
+
+
+def ensure_trace(tasks: int) -> Path:
+    if tasks == 37000 and (WORK / "paper").exists():
+        return WORK / "paper"
+    path = WORK / f"ladder-{tasks}"
+    if not path.exists():
+        hosts = max(10, round(tasks * 18 / 37))
+        cmd = [str(Path(sys.executable).with_name("packer")), "generate", "--tasks", str(tasks), "--hosts", str(hosts),
+               "--days", "1", "--interval", "300", "--seed", "0", "--out", str(path)]
+        print("generating:", " ".join(cmd), flush=True)
+        subprocess.run(cmd, check=True, capture_output=True)
+    return path
+
+
+def one(trace: str, config: str, budget: str, solver: str, time_limit: float) -> dict:
+    """Solve once in this process and report (see module doc)."""
+    from packer import get_preset, read_trace
+    from packer.baselines import first_fit_decreasing
+    from packer.metrics import evaluate
+    from packer.plan import PlanContext, write_plan
+    from packer.solve import engine_bound, problem_from_context, run_solver
+    from packer.verify import verify_plan
+
+    max_moves = None if budget == "unlimited" else int(budget)
+    t = read_trace(trace)
+    preset = get_preset(config)
+    context = PlanContext(trace=trace, config=preset.name, max_moves=max_moves, solver=solver, time_limit_s=time_limit)
+    problem = problem_from_context(t, preset, context)
+    pairs = int(problem.eligible[:, problem.host_arch].sum()) if problem.n_tasks * problem.n_hosts < 5e8 else problem.n_tasks * problem.n_hosts
+    if solver in ("cpsat", "cbc") and pairs > EXACT_MAX_PAIRS:
+        return {"skipped": f"whole-instance model would have {pairs:,} task-host pairs (> {EXACT_MAX_PAIRS:,})"}
+    t0 = time.perf_counter()
+    result = first_fit_decreasing(problem) if solver == "ffd" else run_solver(problem, solver, time_limit)
+    wall = time.perf_counter() - t0
+    before, after = evaluate(problem, problem.current), evaluate(problem, result.assign)
+    primary = problem.primary_cost
+    out = {"status": result.status, "wall_s": wall, "objective": result.objective, "tco_before": before.tco, "tco_after": after.tco,
+           "hosts_before": before.hosts, "hosts_after": after.hosts, "moves": after.moves}
+    detail = result.stats.get("bound") or engine_bound(problem)[1]
+    if max_moves is None:
+        lower = detail["primary_lower_bound"]
+        out.update(bound=lower, tco_gap_to_lower_bound=after.tco / lower - 1 if lower > 0 else None)
+    else:
+        freed = before.tco - after.tco
+        out.update(bound=detail["freeable_bound"], freed=freed, share_of_freeable_bound=freed / detail["freeable_bound"] if detail["freeable_bound"] > 0 else None)
+    plan = WORK / "plans" / f"{Path(trace).name}-{config}-{budget}-{solver}"
+    write_plan(plan, problem, result, context, fleet=t.fleet)
+    out["verified"] = verify_plan(trace, plan).ok
+    out["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return out
+
+
+def child(*args: str) -> dict:
+    proc = subprocess.run([sys.executable, __file__, "one", *args], capture_output=True, text=True)
+    if proc.returncode:
+        return {"error": (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def fmt(x, spec: str = ",.1f") -> str:
+    return "–" if x is None else format(x, spec) if isinstance(x, (int, float)) and not isinstance(x, bool) else str(x)
+
+
+def ladder(sizes: list[int], configs: list[str], budgets: list[str], exact: bool) -> None:
+    print("| tasks | config | budget | solver | status | wall s | peak RSS MiB | TCO before → after | bound | result vs bound | moves | verified |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for size in sizes:
+        trace = str(ensure_trace(size))
+        for config in configs:
+            for budget in budgets:
+                if size >= 100_000 and budget == "unlimited":
+                    continue
+                limit = 300.0 if budget == "unlimited" and size >= 37000 else 60.0
+                solvers = ["engine"] + (["ffd"] if budget == "unlimited" else []) + (["cpsat", "cbc"] if exact and size <= 5000 else [])
+                for solver in solvers:
+                    r = child(trace, config, budget, solver, str(limit))
+                    if "skipped" in r or "error" in r:
+                        print(f"| {size:,} | {config} | {budget} | {solver} | {r.get('skipped') or 'error: ' + r['error']} |||||||||", flush=True)
+                        continue
+                    vs = (f"{r['share_of_freeable_bound']:.1%} of freeable" if budget != "unlimited" and r.get("share_of_freeable_bound") is not None
+                          else f"+{r['tco_gap_to_lower_bound']:.2%} over lower bound" if r.get("tco_gap_to_lower_bound") is not None else "–")
+                    print(f"| {size:,} | {config} | {budget} | {solver} | {r['status']} | {r['wall_s']:.1f} | {r['peak_rss_mib']:,.0f} | "
+                          f"{r['tco_before']:,.0f} → {r['tco_after']:,.0f} | {fmt(r['bound'])} | {vs} | {r['moves']:,} | {r['verified']} |", flush=True)
+
+
+def small(instances: int, time_limit: float) -> None:
+    """Scalable engine vs the proven optimum (CBC) on seeded random instances of 20-200 tasks."""
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_exact import random_problem  # the tests' random instance family
+
+    from packer.problem import Weights
+    from packer.solve import run_solver
+
+    equal = proven = 0
+    worst = 0.0
+    for seed in range(instances):
+        rng = np.random.default_rng(seed)
+        n_tasks = int(rng.integers(20, 201))
+        problem = random_problem(seed, n_tasks, max(3, n_tasks // 5), weights=Weights(fragmentation=0.0, moves=0.0))
+        exact = run_solver(problem, "cbc", time_limit=time_limit)
+        if exact.status != "optimal":
+            continue
+        proven += 1
+        engine = run_solver(problem, "engine", time_limit=time_limit)
+        same = engine.objective <= exact.objective + 1e-6 * max(1.0, abs(exact.objective))
+        equal += same
+        worst = max(worst, (engine.objective - exact.objective) / max(abs(exact.objective), 1e-9))
+    print(f"{instances} seeded instances (20-200 tasks, hosts = tasks/5, random budgets, pinned tasks, 2-3 architectures): "
+          f"CBC proved optimality on {proven}; the engine matched the optimum on {equal} of them ({equal / max(proven, 1):.0%}); "
+          f"worst relative excess {worst:.2%}")
+
+
+def falkenauer(time_limit: float) -> None:
+    """Full repack of Falkenauer's 1-D instances: bins used against the best known count."""
+    import numpy as np
+
+    from packer.problem import PlacementProblem, Weights
+    from packer.solve import run_solver
+
+    folder = SHARED / "falkenauer"
+    if not folder.exists():
+        print(f"skipped: {folder} is absent")
+        return
+    solved = total = 0
+    rows = []
+    for path in sorted(folder.glob("binpack*.txt")):
+        lines = [ln.split() for ln in path.read_text().split("\n") if ln.strip()]
+        n_inst, k = int(lines[0][0]), 1
+        for _ in range(n_inst):
+            name = lines[k][0]
+            cap, n, best = float(lines[k + 1][0]), int(lines[k + 1][1]), int(lines[k + 1][2])
+            sizes = np.array([float(x[0]) for x in lines[k + 2: k + 2 + n]])
+            k += 2 + n
+            problem = PlacementProblem(
+                task_ids=np.array([f"i{i}" for i in range(n)]), host_ids=np.array([f"b{i}" for i in range(n)]), arch_names=np.array(["bin"]),
+                dims=("size",), demand=sizes[:, None], capacity=np.full((n, 1), cap), frag_dims=(0,), sens_dims=(),
+                sens_demand=np.zeros((n, 0)), sens_capacity=np.zeros((n, 0)), host_arch=np.zeros(n, dtype=np.int64), cost=np.ones(n),
+                eligible=np.ones((n, 1), dtype=bool), current=np.arange(n), movable=np.ones(n, dtype=bool), job=np.arange(n),
+                domain=np.full(n, -1), max_moves=None, weights=Weights(goal="hosts", fragmentation=0.0, moves=0.0))
+            result = run_solver(problem, "engine", time_limit=time_limit)
+            bins = len(np.unique(result.assign))
+            solved += bins <= best
+            total += 1
+            rows.append((path.stem, name, n, best, bins))
+    print(f"Falkenauer: {solved}/{total} instances solved to the best known bin count within {time_limit:g} s each")
+    by_file: dict[str, list] = {}
+    for f, _, n, best, bins in rows:
+        by_file.setdefault(f, []).append((n, bins - best))
+    for f, vals in by_file.items():
+        print(f"  {f}: {len(vals)} instances of {vals[0][0]} items; at best known {sum(d <= 0 for _, d in vals)}, "
+              f"mean excess {np.mean([d for _, d in vals]):.2f} bins, max {max(d for _, d in vals)}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    lad = sub.add_parser("ladder")
+    lad.add_argument("--sizes", default="1000,5000,37000,100000")
+    lad.add_argument("--configs", default="baseline,p99")
+    lad.add_argument("--budgets", default="400,unlimited")
+    lad.add_argument("--no-exact", action="store_true")
+    sm = sub.add_parser("small")
+    sm.add_argument("--instances", type=int, default=100)
+    sm.add_argument("--time-limit", type=float, default=30.0)
+    fk = sub.add_parser("falkenauer")
+    fk.add_argument("--time-limit", type=float, default=10.0)
+    o = sub.add_parser("one")
+    o.add_argument("args", nargs=5)
+    args = ap.parse_args()
+    if args.cmd == "ladder":
+        ladder([int(s) for s in args.sizes.split(",")], args.configs.split(","), args.budgets.split(","), not args.no_exact)
+    elif args.cmd == "small":
+        small(args.instances, args.time_limit)
+    elif args.cmd == "falkenauer":
+        falkenauer(args.time_limit)
+    else:
+        trace, config, budget, solver, limit = args.args
+        print(json.dumps(one(trace, config, budget, solver, float(limit)), default=lambda x: None if isinstance(x, float) and math.isnan(x) else float(x)))
+
+
+if __name__ == "__main__":
+    main()
