@@ -392,16 +392,21 @@ def _positive_seconds(ctx, param, value):
 
 @cli.command()
 @_trace_arg
-@click.option("--goal", type=click.Choice(["tco", "hosts"]), default="tco", show_default=True,
-              help="Primary goal: summed cost of occupied hosts (tco) or their number (hosts).")
+@click.option("--goal", type=click.Choice(["tco", "hosts", "fair"]), default="tco", show_default=True,
+              help="Primary goal: summed cost of occupied hosts (tco), their number (hosts), or fair: raise the lowest "
+                   "relative performance, then the next (leximin, Carrera et al.), with the fewest moves.")
+@click.option("--min-rp", type=float, default=None,
+              help="Guard: every task keeps relative performance >= X (0 = at goal; a task already below X gets no worse).")
 @click.option("--config", "config", default="p99", show_default=True,
               help="Configuration preset (Table IV): baseline, p99-cpu, p99-mem, p99, p99-sens.")
 @click.option("--max-moves", type=_MaxMoves(), default="400", show_default=True,
               help="At most this many tasks leave their host; 'unlimited' for a full repack (capacity planning).")
 @click.option("--time-limit", type=float, default=60.0, show_default=True, callback=_positive_seconds, help="Seconds; the best plan found by then is returned.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed; a solve is deterministic for a seed.")
-@click.option("--solver", type=click.Choice(["auto", "engine", "cpsat", "cbc", "highs"]), default="auto", show_default=True,
-              help="auto: the exact MILP (CBC) up to 200 tasks, the scalable engine above; cpsat/cbc/highs: exact model of the whole instance.")
+@click.option("--solver", type=click.Choice(["auto", "engine", "cpsat", "cbc", "highs", "baseline-random", "baseline-least-loaded", "baseline-ffd",
+                                           "baseline-paragon", "baseline-tarcil"]), default="auto", show_default=True,
+              help="auto: the exact MILP (CBC) up to 200 tasks, the scalable engine above; cpsat/cbc/highs: exact model of the whole instance; "
+                   "baseline-*: a comparison policy (random, least-loaded, first-fit decreasing, Paragon greedy, Tarcil sampling) under the same move budget.")
 @click.option("--sensitivity-weight", type=click.FloatRange(min=0), default=1.0, show_default=True,
               help="Weight of summed sensitivity excess over 1 (Eq. 4) against cost units: the TCO-vs-SLO knob (p99-sens).")
 @click.option("--fragmentation-weight", type=click.FloatRange(min=0), default=0.01, show_default=True,
@@ -417,7 +422,8 @@ def _positive_seconds(ctx, param, value):
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Plan folder. Default: out/<trace>/plan-<config>.")
 def solve(trace: Path, goal: str, config: str, max_moves: int | None, time_limit: float, seed: int, solver: str,
           sensitivity_weight: float, fragmentation_weight: float, move_weight: float, spread_host: int | None,
-          spread_domain: int | None, profiles_path: Path | None, sensitivity_path: Path | None, fleet: Path | None, out: Path | None) -> None:
+          spread_domain: int | None, profiles_path: Path | None, sensitivity_path: Path | None, fleet: Path | None, out: Path | None,
+          min_rp: float | None = None) -> None:
     """Compute a placement plan: free hosts and cost within a move budget.
 
     \b
@@ -449,7 +455,7 @@ def solve(trace: Path, goal: str, config: str, max_moves: int | None, time_limit
     context = PlanContext(
         trace=str(trace), fleet=fleet_choice(fleet, trace), config=preset.name, sensitivity=str(sensitivity_path) if sensitivity_path else None,
         max_moves=max_moves, spread_host=spread_host, spread_domain=spread_domain,
-        weights=Weights(goal=goal, fragmentation=fragmentation_weight, sensitivity=sensitivity_weight, moves=move_weight),
+        weights=Weights(goal=goal, fragmentation=fragmentation_weight, sensitivity=sensitivity_weight, moves=move_weight, min_rp=min_rp),
         solver=solver, time_limit_s=time_limit, seed=seed,
     )
     profiles = read_profiles(profiles_path, t) if profiles_path else None
@@ -506,6 +512,12 @@ def _echo_solve_summary(problem, result, fleet, out: Path, before, after, second
                f"{after.moves:,} moves")
     if problem.sens_dims:
         click.echo(f"tasks at risk of interference (host sensitivity sum > 1): {before.tasks_at_risk:,} -> {after.tasks_at_risk:,}")
+    from packer.metrics import rp_distribution
+    from packer.rpf import relative_performance
+
+    rp = [rp_distribution(relative_performance(problem, a)) for a in (problem.current, result.assign)]
+    click.echo(f"relative performance (0 = at goal): min {rp[0]['min']:.3f} -> {rp[1]['min']:.3f}; p5 {rp[0]['p5']:.3f} -> {rp[1]['p5']:.3f}; "
+               f"median {rp[0]['median']:.3f} -> {rp[1]['median']:.3f}; tasks below 0 {rp[0]['below_zero']:,} -> {rp[1]['below_zero']:,}")
     detail = result.stats.get("bound", {})
     if result.status == "optimal":
         status = "optimal (proven)"
@@ -533,6 +545,133 @@ def problem_trace_hint(out: Path) -> str:
         return json.loads((out / "summary.json").read_text())["context"]["trace"]
     except (OSError, KeyError, ValueError):
         return "TRACE"
+
+
+@cli.command()
+@_trace_arg
+@click.option("--config", "configs", multiple=True, default=["baseline", "p99-cpu", "p99-mem", "p99", "p99-sens"], show_default=True,
+              help="Configurations (Table IV presets); repeat for several.")
+@click.option("--weights", default="0,0.1,0.3,1,3,10", show_default=True,
+              help="Comma-separated ladder of sensitivity weights; only configurations with sensitivity (p99-sens) are solved once per weight.")
+@click.option("--baseline", "baselines", multiple=True, default=["baseline-random", "baseline-least-loaded", "baseline-ffd", "baseline-paragon", "baseline-tarcil"],
+              show_default=True, help="Baseline policies to compare; repeat for several.")
+@click.option("--no-baselines", is_flag=True, help="Run no baseline policy.")
+@click.option("--baseline-config", default="p99-sens", show_default=True,
+              help="Configuration the baseline policies run on (baseline on a trace without usage).")
+@click.option("--max-moves", type=_MaxMoves(), default="400", show_default=True, help="Move budget of every solve; 'unlimited' for full repacks.")
+@click.option("--time-limit", type=float, default=60.0, show_default=True, callback=_positive_seconds, help="Seconds per optimizer solve.")
+@click.option("--solver", type=click.Choice(["auto", "engine", "cpsat", "cbc", "highs"]), default="auto", show_default=True, help="The optimizer (see `packer solve`).")
+@click.option("--goal", type=click.Choice(["tco", "hosts"]), default="tco", show_default=True, help="Primary goal of the optimizer.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed of every solve.")
+@click.option("--sensitivity", "sensitivity_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Sensitivity table (default models/sensitivity.csv).")
+@_fleet_opt
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Sweep folder. Default: out/<trace>/sweep.")
+@click.option("--report/--no-report", "with_report", default=False, show_default=True, help="Also write the sweep's report (`packer report`).")
+def sweep(trace: Path, configs: tuple[str, ...], weights: str, baselines: tuple[str, ...], no_baselines: bool, baseline_config: str,
+          max_moves: int | None, time_limit: float, solver: str, goal: str, seed: int, sensitivity_path: Path | None, fleet: Path | None,
+          out: Path | None, with_report: bool) -> None:
+    """TCO vs SLO: Table IV's configurations, a ladder of sensitivity weights and the baselines under one move budget.
+
+    \b
+    Profiles and characterizes the trace once, solves each distinct problem once
+    (a configuration without sensitivity stands for every weight), and writes a
+    sweep folder (atomically):
+      plans/<point>/   one plan folder per solve (check with `packer verify`)
+      sweep.parquet    the TCO-vs-SLO table (also sweep.csv)
+      sweep.json       Pareto fronts, baseline dominance check, timings
+    Render it with `packer report SWEEP`. Exit 1 when a solve failed (the sweep is
+    still written; the point has status "error").
+    """
+    import time
+
+    from packer.atomic import refuse_to_overwrite_input
+    from packer.sweep import SweepOptions, run_sweep
+
+    try:
+        ladder = tuple(float(w) for w in weights.split(",") if w.strip())
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated numbers, got {weights!r}", param_hint="--weights") from None
+    out = out or default_out(trace, "sweep")
+    refuse_to_overwrite_input(out, trace)
+    options = SweepOptions(configs=configs, weights=ladder, baselines=() if no_baselines else baselines, baseline_config=baseline_config,
+                           max_moves=max_moves, time_limit_s=time_limit, solver=solver, seed=seed, goal=goal,
+                           fleet=str(fleet) if fleet else None, sensitivity=str(sensitivity_path) if sensitivity_path else None)
+    started = time.perf_counter()
+    t = _load_trace(trace, fleet)
+    live = sys.stderr.isatty()
+
+    def show(p) -> None:
+        label = f"[{p.step:>2}/{p.steps}] {p.point.name:<24}"
+        if p.row is None:
+            if live:
+                click.echo(f"\r{label} {p.point.solver} ...", err=True, nl=False)
+            return
+        r = p.row
+        line = f"{label} {r['status']:<9} {r['wall_s']:7.1f} s"
+        if "tco" in r:
+            line += f"  TCO {r['tco']:>10,.1f}  hosts {r['hosts']:>7,}  at risk {r['tasks_at_risk']:>7,}  moves {r['moves']:>5,}"
+        click.echo(("\r" + line) if live else line, err=True)
+
+    if t.usage_path is not None and any(c != "baseline" for c in configs):
+        with _progress_bar("profiling usage", t.usage_dataset().count_rows()) as bar:
+            result = run_sweep(trace, out, options, progress=show, usage_progress=bar.update)
+    else:
+        result = run_sweep(trace, out, options, progress=show)
+    _echo_sweep_summary(result, time.perf_counter() - started)
+    if with_report:
+        from packer.report import write_report
+
+        files = write_report(out)
+        click.echo(f"report: {files.html} and {files.markdown}")
+    if result.meta.get("errors"):
+        sys.exit(1)
+
+
+def _echo_sweep_summary(result, seconds: float) -> None:
+    table, meta = result.table, result.meta
+    click.echo(f"\n{'point':<24} {'solver':<22} {'status':<9} {'TCO':>10} {'hosts':>7} {'at risk':>8} {'interference':>12} {'moves':>6} {'wall s':>7}  front")
+    for _, r in table.iterrows():
+        placed = r["tco"] == r["tco"]
+        nums = (f"{r['tco']:>10,.1f} {r['hosts']:>7,.0f} {r['tasks_at_risk']:>8,.0f} {r['interference']:>12,.2f} {r['moves']:>6,.0f}" if placed
+                else f"{'-':>10} {'-':>7} {'-':>8} {'-':>12} {'-':>6}")
+        front = ("risk " if r["pareto"] else "") + ("interf" if r["pareto_interference"] else "")
+        click.echo(f"{r['point']:<24} {r['solver']:<22} {r['status']:<9} {nums} {r['wall_s']:>7.1f}  {front}")
+    cur = meta["current"]
+    click.echo(f"{'current placement':<24} {'':<22} {'':<9} {cur['tco']:>10,.1f} {cur['hosts']:>7,} {cur['tasks_at_risk']:>8,} {cur['interference']:>12,.2f} {0:>6}")
+    for name, why in meta["skipped"].items():
+        click.secho(f"skipped {name}: {why}", fg="yellow")
+    for name, message in meta.get("errors", {}).items():
+        click.secho(f"FAILED {name}: {message} (traceback with -v)", fg="red", err=True)
+    for key, risk in (("dominance", "tasks at risk"), ("dominance_interference", "interference")):
+        checks = [d for d in meta[key] if d["dominated"] is not None]
+        if not checks:
+            continue
+        beaten = sum(bool(d["dominated"]) for d in checks)
+        click.echo(f"\noptimizer dominates {beaten} of {len(checks)} baselines on TCO and {risk} (lower TCO, no more {risk}):")
+        for d in meta[key]:
+            verdict = "no plan" if d["dominated"] is None else (f"dominated by {d['by']}" if d["dominated"] else "NOT dominated")
+            click.echo(f"  {d['baseline']:<22} {verdict}")
+    click.echo(f"\n{meta['grid_points']} grid points, {meta['solves']} solves ({meta['solves_reused']} reused); "
+               f"profile {meta['timings'].get('profile_s', 0):.1f} s, characterize {meta['timings'].get('characterize_s', 0):.1f} s, "
+               f"solves {meta['timings']['solves_s']:.1f} s; total {seconds:.1f} s")
+    click.echo(f"sweep: {result.path}; render it with: packer report {result.path}")
+
+
+@cli.command()
+@click.argument("source", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Report folder. Default: SOURCE/report.")
+def report(source: Path, out: Path | None) -> None:
+    """Review report of a plan or sweep folder: report.html (self-contained) and report.md with PNG plots.
+
+    From a sweep: the TCO-vs-SLO Pareto plot, the baseline dominance check, the
+    paper comparison (when Baseline, P99 and P99 Sens were swept) and the paper's
+    Figs. 7-12 with the tables behind them. From a plan: the same figures for one plan.
+    """
+    from packer.report import write_report
+
+    files = write_report(source, out)
+    click.echo(f"{files.kind} report: {files.html} and {files.markdown}")
 
 
 def main() -> None:

@@ -10,6 +10,16 @@ A placement is an int array ``assign`` (T,) of host indices into a
   max(0, Σ_t normalized sensitivity − 1), dimensionless; **tasks at risk**: tasks on a
   host where that sum exceeds 1 in any dimension.
 * **moves**: tasks whose host differs from their current one.
+* **fragmentation share** per dimension: Eq. 2's fragmentation divided by the summed
+  capacity of the occupied hosts (a fraction, 0-1; the paper's Fig. 9 "percentage of
+  unoccupied cores within occupied hosts").
+* **colocation factor** (Fig. 11): tasks per occupied host (tasks/host), overall and per architecture.
+* **hosts freed / newly occupied** per architecture and umbrella type (Fig. 8), relative
+  to the current placement; **WSL** (Eq. 3, Fig. 10) and **moves by source and
+  destination architecture** (Fig. 7): see :func:`weighted_score_loss`,
+  :func:`fleet_breakdown` and :func:`moves_by_arch`.
+* **relative performance distribution**: computed from relative performance
+  functions (:mod:`packer.rpf`), not from the placement alone.
 
 Validity rules (checked by :func:`violations`; the exact models and the engine
 enforce the same): every task on a host; per host and dimension load ≤ capacity,
@@ -18,13 +28,15 @@ long as it receives no new task (the plan does not make it worse); a moved task
 lands on an eligible architecture (a task that stays is never evicted for being
 ineligible where it already runs); pinned tasks stay; at most ``max_moves`` moves;
 spread limits per job and host / domain, enforced on hosts and domains that gain
-tasks of that job.
+tasks of that job; with a ``min_rp`` guard, no task below ``min(min_rp, its RP now)``
+(:func:`rp_floors`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from packer.problem import PlacementProblem
 
@@ -63,6 +75,8 @@ class Evaluation:
     hosts: int
     tco: float
     fragmentation: dict[str, float]
+    fragmentation_share: dict[str, float]
+    colocation: float
     interference: dict[str, float]
     tasks_at_risk: int
     moves: int
@@ -75,6 +89,7 @@ def evaluate(problem: PlacementProblem, assign: np.ndarray) -> Evaluation:
     occ = occupied(problem, assign)
     loads = host_loads(problem, assign)
     frag = {problem.dims[j]: float((problem.capacity[occ, j] - loads[occ, j]).sum()) for j in problem.frag_dims}
+    frag_share = fragmentation_share(problem, occ, frag)
     sens = host_sensitivity(problem, assign)
     excess = np.clip(sens - 1.0, 0.0, None)
     interference = {d: float(excess[:, k].sum()) for k, d in enumerate(problem.sens_dims)}
@@ -87,6 +102,8 @@ def evaluate(problem: PlacementProblem, assign: np.ndarray) -> Evaluation:
         hosts=int(occ.sum()),
         tco=float(problem.cost[occ].sum()),
         fragmentation=frag,
+        fragmentation_share=frag_share,
+        colocation=colocation_factor(problem.n_tasks, int(occ.sum())),
         interference=interference,
         tasks_at_risk=int(risky_host[assign].sum()),
         moves=moves,
@@ -131,4 +148,212 @@ def violations(problem: PlacementProblem, assign: np.ndarray) -> list[str]:
         broken = (counts > limit) & gained_pairs
         if broken.any():
             out.append(f"{int(broken.sum())} (job, {name}) pairs exceed the spread limit of {limit} tasks")
+    out += min_rp_violations(problem, assign)
+    return out
+
+
+# --- Fleet changes: hosts freed and newly occupied, WSL, colocation factor, moves by architecture ---
+# (colocation paper, Section V-C: Figs. 7, 8, 10, 11 and Eq. 3). All are relative to
+# ``problem.current``, the placement the plan starts from.
+
+
+def fragmentation_share(problem: PlacementProblem, occupied_hosts: np.ndarray, fragmentation: dict[str, float]) -> dict[str, float]:
+    """Eq. 2's fragmentation per dimension as a share of the occupied hosts' capacity.
+
+    ``Σ_{h occupied} (capacity − load) / Σ_{h occupied} capacity`` per fragmentation
+    dimension: a fraction 0-1 (Fig. 9 plots it as a percentage of unoccupied cores and
+    memory within occupied hosts); NaN when no host is occupied. ``fragmentation`` is
+    :class:`Evaluation`'s absolute one for the same ``occupied_hosts`` (H,) mask.
+    """
+    out: dict[str, float] = {}
+    for j in problem.frag_dims:
+        total = float(problem.capacity[occupied_hosts, j].sum())
+        out[problem.dims[j]] = fragmentation[problem.dims[j]] / total if total > 0 else float("nan")
+    return out
+
+
+def colocation_factor(tasks: float | np.ndarray, hosts: float | np.ndarray) -> float | np.ndarray:
+    """Colocation factor (Fig. 11): tasks per occupied host, ``tasks / hosts`` (tasks/host); NaN where ``hosts`` is 0.
+
+    Takes scalars (returns a float) or arrays (elementwise, e.g. per architecture).
+    """
+    tasks, hosts = np.asarray(tasks, dtype=float), np.asarray(hosts, dtype=float)
+    out = np.divide(tasks, hosts, out=np.full(np.broadcast(tasks, hosts).shape, np.nan), where=hosts > 0)
+    return float(out) if out.ndim == 0 else out
+
+
+def host_changes_by_arch(problem: PlacementProblem, assign: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(A,) hosts *freed* and (A,) hosts *newly occupied* per architecture (host counts).
+
+    Freed: occupied in ``problem.current`` and empty after ``assign``. Newly occupied:
+    empty in ``problem.current`` and occupied after ``assign``. Per architecture,
+    ``hosts_after − hosts_before = newly occupied − freed``.
+    """
+    assign = np.asarray(assign, dtype=np.int64)
+    before, after = occupied(problem, problem.current), occupied(problem, assign)
+    n_arch = len(problem.arch_names)
+    freed = np.bincount(problem.host_arch[before & ~after], minlength=n_arch)
+    newly = np.bincount(problem.host_arch[after & ~before], minlength=n_arch)
+    return freed, newly
+
+
+def weighted_score_loss(problem: PlacementProblem, assign: np.ndarray, arch_score: np.ndarray) -> float:
+    """Weighted-Score-Loss (colocation paper, Eq. 3): ``Σ_j Score[j]·Occupied[j] − Score[j]·Freed[j]`` over architectures j.
+
+    Unit: score-weighted hosts (a Broadwell18 host, score 1.0, counts 1; a Skylake16,
+    1.63). ``arch_score`` (A,) is each architecture's throughput score (fleet column
+    ``score``, in ``problem.arch_names`` order).
+
+    The paper defines Occupied as "No. of hosts occupied/used" and Freed as "No. of
+    hosts freed/released" without saying relative to what. packer reads both as the
+    *changes* the plan makes, as Figs. 7-8 count them ("hosts in the system are
+    occupied or freed due to task movement"): Occupied[j] = hosts of j the plan brings
+    into use (empty before, occupied after), Freed[j] = hosts of j it empties. WSL is
+    then the change in score-weighted occupied capacity,
+    ``Σ_h score·occupied_after − Σ_h score·occupied_before``: negative when the plan
+    releases throughput capacity, lower is better. The other literal reading,
+    Occupied = all hosts occupied after the plan, would count a freed host twice (it is
+    already missing from the occupied count) and has no meaning as a change; its
+    ingredients are in :func:`fleet_breakdown` (``hosts_after``, ``score``) for anyone
+    who wants it.
+    """
+    freed, newly = host_changes_by_arch(problem, assign)
+    return float((np.asarray(arch_score, dtype=float) * (newly - freed)).sum())
+
+
+def moves_by_arch(problem: PlacementProblem, assign: np.ndarray) -> pd.DataFrame:
+    """Moved tasks by source and destination architecture (Fig. 7): an (A, A) table of task counts.
+
+    Rows (index ``from``) are the architecture of a moved task's current host, columns
+    (``to``) that of its host after ``assign``; tasks that stay are not counted.
+    """
+    assign = np.asarray(assign, dtype=np.int64)
+    moved = assign != problem.current
+    n_arch = len(problem.arch_names)
+    pairs = problem.host_arch[problem.current[moved]] * n_arch + problem.host_arch[assign[moved]]
+    counts = np.bincount(pairs, minlength=n_arch * n_arch).reshape(n_arch, n_arch)
+    return pd.DataFrame(counts, index=pd.Index(problem.arch_names, name="from"), columns=pd.Index(problem.arch_names, name="to"))
+
+
+#: Columns of :func:`fleet_breakdown`'s tables that add up across architectures.
+SUMMED_COLUMNS = ("hosts", "hosts_before", "hosts_after", "freed", "newly_occupied", "tco_before", "tco_after", "wsl",
+                  "tasks_before", "tasks_after", "moved_out", "moved_in")
+
+
+def fleet_breakdown(problem: PlacementProblem, assign: np.ndarray, archs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Hosts, TCO, WSL, colocation and moves before (``problem.current``) and after ``assign``, per architecture and per umbrella type.
+
+    ``archs``: the fleet catalog's table (``Fleet.archs``: ``type`` and ``score`` per
+    architecture name). Only architectures with hosts in the problem are listed.
+    Columns (per architecture; per type the sums, with colocation recomputed from them):
+
+    * ``type`` (architecture table only) umbrella type; ``score`` (architecture table
+      only) throughput score;
+    * ``hosts`` hosts in the fleet; ``hosts_before`` / ``hosts_after`` occupied hosts;
+      ``freed`` / ``newly_occupied`` hosts emptied / brought into use by the plan
+      (:func:`host_changes_by_arch`);
+    * ``tco_before`` / ``tco_after`` cost units of the occupied hosts;
+    * ``wsl`` score-weighted hosts, ``score · (newly_occupied − freed)`` (Eq. 3,
+      :func:`weighted_score_loss`; the sum over architectures is the plan's WSL);
+    * ``tasks_before`` / ``tasks_after`` tasks on the architecture's hosts;
+      ``colocation_before`` / ``colocation_after`` tasks per occupied host (NaN with none);
+    * ``moved_out`` / ``moved_in`` moved tasks leaving / landing on hosts of the
+      architecture (a move within one architecture counts in both).
+    """
+    assign = np.asarray(assign, dtype=np.int64)
+    n_arch = len(problem.arch_names)
+    occ = {when: occupied(problem, a).astype(float) for when, a in (("before", problem.current), ("after", assign))}
+    freed, newly = host_changes_by_arch(problem, assign)
+    score = archs["score"].reindex(problem.arch_names).to_numpy(dtype=float)
+    moves = moves_by_arch(problem, assign).to_numpy()
+    table = pd.DataFrame(
+        {
+            "type": archs["type"].reindex(problem.arch_names).astype(str).to_numpy(),
+            "score": score,
+            "hosts": np.bincount(problem.host_arch, minlength=n_arch),
+            "hosts_before": np.bincount(problem.host_arch, weights=occ["before"], minlength=n_arch).astype(np.int64),
+            "hosts_after": np.bincount(problem.host_arch, weights=occ["after"], minlength=n_arch).astype(np.int64),
+            "freed": freed,
+            "newly_occupied": newly,
+            "tco_before": np.bincount(problem.host_arch, weights=problem.cost * occ["before"], minlength=n_arch),
+            "tco_after": np.bincount(problem.host_arch, weights=problem.cost * occ["after"], minlength=n_arch),
+            "wsl": score * (newly - freed),
+            "tasks_before": np.bincount(problem.host_arch[problem.current], minlength=n_arch),
+            "tasks_after": np.bincount(problem.host_arch[assign], minlength=n_arch),
+            "moved_out": moves.sum(axis=1),
+            "moved_in": moves.sum(axis=0),
+        },
+        index=pd.Index(problem.arch_names, name="arch"),
+    )
+    table = _with_colocation(table[table["hosts"] > 0])
+    by_type = _with_colocation(table.groupby("type")[list(SUMMED_COLUMNS)].sum())
+    by_type.index.name = "type"
+    return table, by_type
+
+
+def _with_colocation(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with colocation factors before/after inserted after the task counts."""
+    out = table.copy()
+    at = out.columns.get_loc("tasks_after") + 1
+    out.insert(at, "colocation_before", colocation_factor(out["tasks_before"].to_numpy(), out["hosts_before"].to_numpy()))
+    out.insert(at + 1, "colocation_after", colocation_factor(out["tasks_after"].to_numpy(), out["hosts_after"].to_numpy()))
+    return out
+
+
+# --- Relative performance (Carrera et al.; packer.rpf): distribution and the --min-rp guard ---
+
+
+def rp_floors(problem: PlacementProblem) -> np.ndarray | None:
+    """(T,) the RP each task must keep under the ``min_rp`` guard: ``min(min_rp, RP now) − RP_TOLERANCE``; None without a guard.
+
+    A task already below the guard may not get worse; every other task may not fall below it.
+    """
+    from packer.rpf import RP_TOLERANCE, relative_performance
+
+    if problem.weights.min_rp is None:
+        return None
+    return np.minimum(problem.weights.min_rp, relative_performance(problem, problem.current)) - RP_TOLERANCE
+
+
+def min_rp_violations(problem: PlacementProblem, assign: np.ndarray) -> list[str]:
+    """The ``min_rp`` rule of :func:`violations`: tasks whose RP falls below :func:`rp_floors`."""
+    from packer.rpf import relative_performance
+
+    floors = rp_floors(problem)
+    if floors is None:
+        return []
+    low = relative_performance(problem, assign) < floors
+    if not low.any():
+        return []
+    return [f"{int(low.sum())} tasks below the relative-performance guard {problem.weights.min_rp:g} "
+            f"(or below their current one), e.g. {problem.task_ids[low][:5].tolist()}"]
+
+
+def rp_distribution(rp: np.ndarray, groups: np.ndarray | None = None) -> dict:
+    """Summary of RPs (dimensionless): ``tasks``, ``min``, ``p5`` (5th percentile), ``median``, ``below_zero`` (count).
+
+    With ``groups`` (one label per task) a dict of such summaries per label.
+    """
+    frame = pd.DataFrame({"rp": np.asarray(rp, dtype=float), "group": "all" if groups is None else np.asarray(groups).astype(str)})
+    grouped = frame.groupby("group", sort=True)["rp"]
+    table = pd.DataFrame({
+        "tasks": grouped.size(), "min": grouped.min(), "p5": grouped.quantile(0.05), "median": grouped.median(),
+        "below_zero": grouped.apply(lambda s: int((s < 0).sum())),
+    })
+    out = {str(g): {k: (int(v) if k in ("tasks", "below_zero") else float(v)) for k, v in row.items()} for g, row in table.iterrows()}
+    return out["all"] if groups is None else out
+
+
+def rp_summary(problem: PlacementProblem, assign: np.ndarray) -> dict:
+    """RP distributions before (``problem.current``) and after ``assign``: overall, per architecture
+    of the task's host, and per workload class when the problem has class labels."""
+    from packer.rpf import relative_performance
+
+    assign = np.asarray(assign, dtype=np.int64)
+    out: dict = {}
+    for when, placement in (("before", problem.current), ("after", assign)):
+        rp = relative_performance(problem, placement)
+        out[when] = {"all": rp_distribution(rp), "by_arch": rp_distribution(rp, problem.arch_names[problem.host_arch[placement]])}
+        if problem.task_class is not None:
+            out[when]["by_class"] = rp_distribution(rp, problem.task_class)
     return out

@@ -9,14 +9,24 @@ A plan is a folder written atomically (:func:`packer.atomic.atomic_dir`):
 * ``summary.json``: ``context`` (everything needed to rebuild the problem from the
   inputs alone, see :class:`PlanContext`), ``status``, ``solver``, ``objective``
   terms, ``bound`` and ``gap``, ``runtime_s``, ``n_tasks``, ``n_hosts``, ``metrics`` before/after
-  (:func:`packer.metrics.evaluate`), ``by_arch`` and ``by_type`` hosts and TCO
-  before/after, ``moves`` (count, temporary) and ``notes``;
+  (:func:`packer.metrics.evaluate`), ``by_arch`` and ``by_type`` hosts, TCO, WSL,
+  colocation and moves before/after (:func:`packer.metrics.fleet_breakdown`),
+  ``fleet_change`` (hosts freed and newly occupied, WSL), ``moves_by_arch``,
+  ``moves`` (count, temporary), ``relative_performance`` (RP distributions before/after:
+  overall, per architecture and per workload class, :func:`packer.metrics.rp_summary`)
+  and ``notes`` (see :func:`plan_metrics`);
 * ``report.md``: the same for a human.
 
 Units in the summary: TCO in cost units (the fleet catalog's), fragmentation per
-dimension in the dimension's unit (cpu reference cores, mem GiB), interference
-dimensionless, runtime seconds. JSON has no NaN or infinity: such values are
-written as ``null`` and listed in ``notes``.
+dimension in the dimension's unit (cpu reference cores, mem GiB) and as a fraction
+of occupied capacity, WSL in score-weighted hosts, colocation in tasks per host,
+interference dimensionless, runtime seconds. JSON has no NaN or infinity: such
+values are written as ``null`` and listed in ``notes``.
+
+Format ``packer-plan/2`` added ``fragmentation_share`` and ``colocation`` to the
+metrics, the WSL, colocation and move columns of ``by_arch``/``by_type``,
+``fleet_change`` and ``moves_by_arch``; ``packer-plan/1`` plans are still read and
+verified on the keys they have.
 """
 from __future__ import annotations
 
@@ -38,7 +48,7 @@ import pyarrow.parquet as pq
 from packer.atomic import atomic_dir, refuse_to_overwrite_input
 from packer.errors import InfeasibleError, InputError, Problem
 from packer.fleet import DEFAULT_FLEET, Fleet, load_fleet
-from packer.metrics import evaluate, occupied, violations
+from packer.metrics import evaluate, fleet_breakdown, moves_by_arch, rp_summary, violations, weighted_score_loss
 from packer.moves import MOVE_COLUMNS, order_moves
 from packer.presets import DEFAULT_PRESETS
 from packer.problem import PlacementProblem, Weights
@@ -51,7 +61,9 @@ PLACEMENT_FILE = "placement.parquet"
 MOVES_FILE = "moves.parquet"
 SUMMARY_FILE = "summary.json"
 REPORT_FILE = "report.md"
-FORMAT = "packer-plan/1"
+FORMAT = "packer-plan/2"
+#: Earlier formats :mod:`packer.verify` still checks (on the summary keys they have).
+OLDER_FORMATS = ("packer-plan/1",)
 
 #: Solver statuses that come with a placement; any other status is not written as a plan.
 PLACEMENT_STATUSES = ("optimal", "feasible")
@@ -131,7 +143,8 @@ class PlanContext:
         bad = [f"{key}={value!r}" for key, value in doc.items() if not _has_type(value, _CONTEXT_TYPES[key])]
         weights = doc.get("weights", {})
         if isinstance(weights, dict):
-            bad += [f"weights.{key}={value!r}" for key, value in weights.items() if key != "goal" and not _has_type(value, (int, float))]
+            bad += [f"weights.{key}={value!r}" for key, value in weights.items()
+                    if key != "goal" and not _has_type(value, (int, float, _NONE) if key == "min_rp" else (int, float))]
         if bad:
             raise InputError([Problem(source, "context", f"value(s) of the wrong type: {', '.join(bad)}", 0)])
         values = dict(doc)
@@ -196,35 +209,19 @@ def objective_terms(problem: PlacementProblem, assign: np.ndarray) -> dict[str, 
     }
 
 
-def fleet_breakdown(problem: PlacementProblem, assign: np.ndarray, arch_type: pd.Series) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Hosts and TCO (cost units) before (``problem.current``) and after ``assign``, per architecture and per umbrella type.
+def plan_metrics(problem: PlacementProblem, assign: np.ndarray, archs: pd.DataFrame) -> dict[str, Any]:
+    """The recomputable part of ``summary.json``, all from :mod:`packer.metrics` (units there).
 
-    ``arch_type`` maps architecture name to umbrella type (the fleet's ``archs["type"]``).
-    Only architectures with hosts in the problem are listed. Columns: ``hosts``
-    (in the fleet), ``hosts_before``, ``hosts_after``, ``tco_before``, ``tco_after``.
+    ``objective`` terms; ``metrics`` before/after (:func:`packer.metrics.evaluate`);
+    ``by_arch`` / ``by_type`` tables (:func:`packer.metrics.fleet_breakdown`; ``archs``
+    is the fleet's ``Fleet.archs``); ``fleet_change``: hosts ``freed`` and
+    ``newly_occupied`` and the plan's ``wsl`` (Eq. 3, score-weighted hosts);
+    ``moves_by_arch``: ``{source arch: {destination arch: moved tasks}}`` for the pairs with moves;
+    ``relative_performance``: :func:`packer.metrics.rp_summary` (dimensionless RPs).
     """
-    n_arch = len(problem.arch_names)
-    occ = {when: occupied(problem, a).astype(float) for when, a in (("before", problem.current), ("after", np.asarray(assign, dtype=np.int64)))}
-    table = pd.DataFrame(
-        {
-            "type": arch_type.reindex(problem.arch_names).astype(str).to_numpy(),
-            "hosts": np.bincount(problem.host_arch, minlength=n_arch),
-            "hosts_before": np.bincount(problem.host_arch, weights=occ["before"], minlength=n_arch).astype(np.int64),
-            "hosts_after": np.bincount(problem.host_arch, weights=occ["after"], minlength=n_arch).astype(np.int64),
-            "tco_before": np.bincount(problem.host_arch, weights=problem.cost * occ["before"], minlength=n_arch),
-            "tco_after": np.bincount(problem.host_arch, weights=problem.cost * occ["after"], minlength=n_arch),
-        },
-        index=pd.Index(problem.arch_names, name="arch"),
-    )
-    table = table[table["hosts"] > 0]
-    by_type = table.groupby("type").sum(numeric_only=True)
-    by_type.index.name = "type"
-    return table, by_type
-
-
-def plan_metrics(problem: PlacementProblem, assign: np.ndarray, arch_type: pd.Series) -> dict[str, Any]:
-    """The recomputable part of ``summary.json``: objective terms, metrics before/after, per-arch and per-type tables."""
-    by_arch, by_type = fleet_breakdown(problem, assign, arch_type)
+    assign = np.asarray(assign, dtype=np.int64)
+    by_arch, by_type = fleet_breakdown(problem, assign, archs)
+    moves = moves_by_arch(problem, assign)
     return {
         "objective": objective_terms(problem, assign),
         "metrics": {
@@ -233,6 +230,13 @@ def plan_metrics(problem: PlacementProblem, assign: np.ndarray, arch_type: pd.Se
         },
         "by_arch": by_arch.to_dict(orient="index"),
         "by_type": by_type.to_dict(orient="index"),
+        "fleet_change": {
+            "freed": int(by_arch["freed"].sum()),
+            "newly_occupied": int(by_arch["newly_occupied"].sum()),
+            "wsl": weighted_score_loss(problem, assign, archs["score"].reindex(problem.arch_names).to_numpy(dtype=float)),
+        },
+        "moves_by_arch": {src: {dst: int(n) for dst, n in row.items() if n} for src, row in moves.iterrows() if row.any()},
+        "relative_performance": rp_summary(problem, assign),
     }
 
 
@@ -280,7 +284,7 @@ def write_plan(out: str | Path, problem: PlacementProblem, result: SolveResult, 
     :class:`InfeasibleError` naming ``result.infeasible_tasks``; anything else
     ``ValueError``), and a placement that breaks a rule of
     :func:`packer.metrics.violations` (``ValueError``: a solver bug, never written).
-    ``fleet`` gives the umbrella types for ``by_type``; by default it is loaded as
+    ``fleet`` gives the umbrella types and scores for ``by_type`` and WSL; by default it is loaded as
     ``context.fleet`` says.
     """
     out = Path(out)
@@ -297,7 +301,7 @@ def write_plan(out: str | Path, problem: PlacementProblem, result: SolveResult, 
     fleet = fleet or resolve_fleet(context.fleet, context.trace)
 
     schedule = order_moves(problem, assign)
-    derived = plan_metrics(problem, assign, fleet.archs["type"])
+    derived = plan_metrics(problem, assign, fleet.archs)
     bound = None if result.bound is None else float(result.bound)
     notes: list[str] = []
     summary = {
@@ -343,6 +347,27 @@ def _fmt(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def _rp_report(rp: dict[str, Any] | None) -> list[str]:
+    """Report lines for the relative-performance distributions (overall, per class and per architecture)."""
+    if not rp:
+        return []
+    lines = ["", "Relative performance (0 = at goal; see packer.rpf):", "",
+             "| tasks | min before | min after | p5 before | p5 after | median before | median after | below 0 before | below 0 after |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = [("all", rp["before"]["all"], rp["after"]["all"])]
+    for key, label in (("by_class", "class"), ("by_arch", "arch")):
+        rows += [(f"{label} {g}", b, rp["after"][key].get(g)) for g, b in rp["before"].get(key, {}).items()]
+        rows += [(f"{label} {g}", None, a) for g, a in rp["after"].get(key, {}).items() if g not in rp["before"].get(key, {})]
+    for name, b, a in rows:
+        b, a = b or {}, a or {}
+        lines.append(f"| {name} | " + " | ".join(f"{_fmt(b.get(k))} | {_fmt(a.get(k))}" for k in ("min", "p5", "median", "below_zero")) + " |")
+    return lines
+
+
 def render_report(summary: dict[str, Any]) -> str:
     """A short Markdown report of a plan's summary."""
     ctx, before, after = summary["context"], summary["metrics"]["before"], summary["metrics"]["after"]
@@ -361,10 +386,15 @@ def render_report(summary: dict[str, Any]) -> str:
         f"| TCO (cost units) | {_fmt(before['tco'])} | {_fmt(after['tco'])} |",
     ]
     lines += [f"| fragmentation {d} | {_fmt(before['fragmentation'][d])} | {_fmt(after['fragmentation'][d])} |" for d in after["fragmentation"]]
+    lines += [f"| fragmentation {d}, share of occupied capacity | {_share(before.get('fragmentation_share', {}).get(d))} | "
+              f"{_share(after.get('fragmentation_share', {}).get(d))} |" for d in after["fragmentation"]]
+    lines += [f"| colocation factor (tasks per occupied host) | {_fmt(before.get('colocation'))} | {_fmt(after.get('colocation'))} |"]
     lines += [f"| interference {d} | {_fmt(before['interference'][d])} | {_fmt(after['interference'][d])} |" for d in after["interference"]]
     lines += [f"| tasks at risk | {_fmt(before['tasks_at_risk'])} | {_fmt(after['tasks_at_risk'])} |", ""]
-    lines += ["| type | hosts before | hosts after | TCO before | TCO after |", "|---|---:|---:|---:|---:|"]
-    lines += [f"| {t} | {_fmt(r['hosts_before'])} | {_fmt(r['hosts_after'])} | {_fmt(r['tco_before'])} | {_fmt(r['tco_after'])} |" for t, r in summary["by_type"].items()]
+    lines += ["| type | hosts before | hosts after | freed | newly occupied | TCO before | TCO after | WSL |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines += [f"| {t} | {_fmt(r['hosts_before'])} | {_fmt(r['hosts_after'])} | {_fmt(r.get('freed'))} | {_fmt(r.get('newly_occupied'))} | "
+              f"{_fmt(r['tco_before'])} | {_fmt(r['tco_after'])} | {_fmt(r.get('wsl'))} |" for t, r in summary["by_type"].items()]
+    lines += _rp_report(summary.get("relative_performance"))
     if summary.get("notes"):
         lines += ["", "Notes:", *[f"- {n}" for n in summary["notes"]]]
     lines += ["", "Check this plan with `packer verify TRACE PLAN`.", ""]

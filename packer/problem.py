@@ -29,10 +29,11 @@ from packer.fleet import Fleet
 from packer.normalize import per_core_throughput, reference_arch, sensitivity_capacity
 from packer.presets import Preset
 from packer.profile import percentile_column
+from packer.rpf import TaskGoals, task_goals
 from packer.trace import Trace
 
-#: Goal names accepted by ``--goal``.
-GOALS = ("tco", "hosts")
+#: Goal names accepted by ``--goal``. ``fair``: leximin relative performance (:mod:`packer.solvers.leximin`).
+GOALS = ("tco", "hosts", "fair")
 
 
 @dataclass(frozen=True)
@@ -48,12 +49,19 @@ class Weights:
     dimension); ``M`` is the number of moved tasks. The defaults make fragmentation
     a secondary goal and moves the last tie-break: a whole host of fragmentation is
     worth 1% of a Type I host's cost, a move 0.01%.
+
+    ``min_rp``: a guard (``--min-rp``, dimensionless relative performance, see
+    :mod:`packer.rpf`): every task ends with RP ≥ min(min_rp, its RP in the current
+    placement) — no task falls below the guard, and a task already below it gets no
+    worse. ``None``: no guard. The ``fair`` goal ignores the linear weights and
+    maximizes the sorted RP vector (leximin), then minimizes moves.
     """
 
     goal: str = "tco"
     fragmentation: float = 0.01
     sensitivity: float = 1.0
     moves: float = 1e-4
+    min_rp: float | None = None
 
 
 @dataclass(frozen=True)
@@ -74,6 +82,8 @@ class PlacementProblem:
       spread_host / spread_domain: at most this many tasks of one job per host /
         per domain (None = no limit)
       weights: the objective's :class:`Weights`
+      goals: per-task relative-performance goals (:class:`packer.rpf.TaskGoals`; None = all default)
+      task_class: (T,) workload class label per task (characterization), or None
     """
 
     task_ids: np.ndarray
@@ -98,6 +108,8 @@ class PlacementProblem:
     spread_domain: int | None = None
     weights: Weights = field(default_factory=Weights)
     config: str = ""
+    goals: TaskGoals | None = None
+    task_class: np.ndarray | None = None
 
     @property
     def n_tasks(self) -> int:
@@ -190,6 +202,8 @@ def build_problem(
     """
     if weights.goal not in GOALS:
         raise InputError(f"unknown goal '{weights.goal}'; known: {', '.join(GOALS)}")
+    if weights.min_rp is not None and not np.isfinite(weights.min_rp):
+        raise InputError(f"--min-rp must be a finite number, got {weights.min_rp}")
     if max_moves is not None and max_moves < 0:
         raise InputError(f"--max-moves must be >= 0 or 'unlimited', got {max_moves}")
     for name, value in (("spread per host", spread_host), ("spread per domain", spread_domain)):
@@ -278,4 +292,6 @@ def build_problem(
         spread_domain=spread_domain,
         weights=weights,
         config=preset.name,
+        # The most CPU a task can use: its request (or its limit if larger), in reference cores.
+        goals=task_goals(tasks, tput[current_arch] / ref, np.maximum(demand[:, dims.index("cpu")], tasks["cpu_request"].to_numpy(dtype=float) * tput[current_arch] / ref)),
     )

@@ -10,7 +10,16 @@ Solvers (``--solver``):
 * ``cbc`` / ``highs`` — the exact PuLP MILP model with that backend;
 * ``auto`` — the exact MILP with CBC up to :data:`AUTO_EXACT_MAX_TASKS` tasks (it
   proves optimality there in seconds; CP-SAT finds the same plans but its bound on
-  this model stays weak, see benchmarks/RESULTS.md), the engine above.
+  this model stays weak, see benchmarks/RESULTS.md), the engine above;
+* ``baseline-random``, ``baseline-least-loaded``, ``baseline-ffd``, ``baseline-paragon``,
+  ``baseline-tarcil`` — the comparison policies of :mod:`packer.baselines` (same
+  inputs and move budget; no bound, and they ignore the time limit).
+
+Goal ``fair`` (leximin relative performance, :mod:`packer.solvers.leximin`): ``auto``
+is the exact iterated CP-SAT up to :data:`LEXIMIN_EXACT_MAX_TASKS` tasks and the
+scalable greedy above; ``cpsat`` / ``engine`` choose one. A ``min_rp`` guard
+(``--min-rp``) is honoured by the engine and CP-SAT; ``auto`` then uses CP-SAT for small
+instances, and the MILP models and baselines refuse it.
 
 Every result carries a bound on its objective: the exact models' own dual bound,
 or for the engine one derived from :mod:`packer.bounds` — for move-bounded
@@ -22,12 +31,14 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import pandas as pd
 
+from packer.baselines import BASELINES, run_baseline
 from packer.bounds import freeable_cost_bound, repack_cost_bound
+from packer.errors import InputError
 from packer.metrics import evaluate
 from packer.plan import PlanContext
 from packer.presets import Preset
@@ -37,10 +48,26 @@ from packer.solvers.formulation import unplaceable_tasks
 from packer.solvers.result import SolveResult
 from packer.trace import Trace
 
+if TYPE_CHECKING:
+    from packer.characterize import Characterization
+
 log = logging.getLogger(__name__)
 
-SOLVERS = ("auto", "engine", "cpsat", "cbc", "highs")
+SOLVERS = ("auto", "engine", "cpsat", "cbc", "highs", *BASELINES)
 AUTO_EXACT_MAX_TASKS = 200
+#: Largest whole-instance exact models (task-host pairs) we let users start: beyond these,
+#: building the model alone takes minutes and CBC ignores its time limit in the root LP
+#: (measured: CBC solved 22k pairs in 10 s and ran 10+ minutes past a 60 s limit at 486k;
+#: CP-SAT respected a 60 s limit at 486k pairs with 2.6 GiB).
+EXACT_MAX_PAIRS = {"cpsat": 1_000_000, "cbc": 100_000, "highs": 100_000}
+#: Largest instance the ``fair`` goal solves exactly under ``--solver auto``.
+LEXIMIN_EXACT_MAX_TASKS = 60
+
+
+def candidate_pairs(problem: PlacementProblem) -> int:
+    """Task-host pairs an exact whole-instance model has: eligible hosts per task, plus its current host."""
+    hosts_per_arch = np.bincount(problem.host_arch, minlength=len(problem.arch_names))
+    return int((problem.eligible.astype(np.int64) @ hosts_per_arch).sum()) + problem.n_tasks
 
 
 def problem_from_context(
@@ -49,27 +76,35 @@ def problem_from_context(
     context: PlanContext,
     profiles: pd.DataFrame | None = None,
     progress: Callable[[int], None] | None = None,
+    characterization: Characterization | None = None,
 ) -> PlacementProblem:
     """The problem ``context`` describes, computed from the trace (profiles and characterization as recorded).
 
     ``profiles`` may be passed to reuse a profiling run made with the same options;
-    ``progress`` is called with usage rows read while profiling.
+    ``progress`` is called with usage rows read while profiling; ``characterization``
+    may be passed to reuse a :func:`packer.characterize.characterize` run made on those
+    profiles with the context's options (its scores and class labels are used as they are).
     """
     if profiles is None and (preset.percentiles or preset.sensitivity):
         from packer.profile import profile_tasks
 
         profiles = profile_tasks(trace, context.percentiles, context.window_s, skip_invalid=context.skip_invalid_usage, progress=progress).profiles
-    scores = None
+    scores = task_class = None
     if preset.sensitivity:
         from packer.characterize import characterize
         from packer.sensitivity import DEFAULT_SENSITIVITY
 
-        scores = characterize(
+        result = characterization if characterization is not None else characterize(
             trace, profiles, k=context.k, kmax=context.kmax, seed=context.characterize_seed,
             sensitivity=context.sensitivity or DEFAULT_SENSITIVITY, percentile=context.characterize_percentile,
-        ).scores.tasks
-    return build_problem(trace, preset, profiles, scores, max_moves=context.max_moves, spread_host=context.spread_host,
-                         spread_domain=context.spread_domain, weights=context.weights)
+        )
+        scores = result.scores.tasks
+        # Workload class labels ("<type>/<class>") for the per-class relative-performance report.
+        labels = result.tasks.set_index("task_id")[["type", "class"]].reindex(trace.tasks["task_id"]).astype(str)
+        task_class = (labels["type"] + "/" + labels["class"]).to_numpy(dtype=str)
+    problem = build_problem(trace, preset, profiles, scores, max_moves=context.max_moves, spread_host=context.spread_host,
+                            spread_domain=context.spread_domain, weights=context.weights)
+    return problem if task_class is None else problem.with_(task_class=task_class)
 
 
 def tasks_that_fit_nowhere(problem: PlacementProblem) -> np.ndarray:
@@ -88,7 +123,8 @@ def tasks_that_fit_nowhere(problem: PlacementProblem) -> np.ndarray:
 def engine_bound(problem: PlacementProblem) -> tuple[float, dict, np.ndarray | None]:
     """A lower bound on the objective for the engine's result, what it rests on (see module doc) and,
     for a full repack, each task's preferred architecture in the bound's LP solution."""
-    if problem.max_moves is None:
+    if problem.max_moves is None or problem.max_moves >= int(problem.movable.sum()):
+        # A budget that covers every movable task cannot bind: bound it as a full repack.
         lower = repack_cost_bound(problem)
         return lower.value, {"kind": "lower bound on primary cost (full repack, MILP over architectures)", "primary_lower_bound": lower.value,
                              "exact": lower.exact, **lower.detail}, lower.task_arch
@@ -109,8 +145,20 @@ def run_solver(
     oversized = tasks_that_fit_nowhere(problem)
     if len(oversized):
         return SolveResult.infeasible(problem.current, problem.task_ids[oversized].tolist(), solver, 0.0)
+    if problem.weights.goal == "fair":
+        return _run_fair(problem, solver, time_limit, seed)
+    if problem.weights.min_rp is not None:
+        if solver not in ("auto", "engine", "cpsat"):
+            raise InputError(f"--min-rp is honoured by the engine and cpsat solvers, not by '{solver}'")
+        if solver == "auto":
+            solver = "cpsat" if problem.n_tasks <= AUTO_EXACT_MAX_TASKS else "engine"
     if solver == "auto":
         solver = "cbc" if problem.n_tasks <= AUTO_EXACT_MAX_TASKS else "engine"
+    if solver in EXACT_MAX_PAIRS and candidate_pairs(problem) > EXACT_MAX_PAIRS[solver]:
+        raise InputError(f"the exact {solver} model of this instance would have {candidate_pairs(problem):,} task-host pairs "
+                         f"(more than {EXACT_MAX_PAIRS[solver]:,}: it would not stop within the time limit); use --solver engine or auto")
+    if solver in BASELINES:
+        return run_baseline(problem, solver, seed)
     if solver == "cpsat":
         from packer.solvers.cpsat import solve_cpsat
 
@@ -124,14 +172,14 @@ def run_solver(
         return SolveResult.infeasible(problem.current, problem.task_ids[stuck].tolist(), "engine", 0.0)
     bound, detail, task_arch = engine_bound(problem)
     hosts_per_arch = None
-    if problem.max_moves is None and "hosts_per_arch" in detail:
+    if "hosts_per_arch" in detail:
         hosts_per_arch = np.array([detail["hosts_per_arch"][a] for a in problem.arch_names.tolist()], dtype=float)
-    target = detail["primary_lower_bound"] if problem.max_moves is None else detail["primary_before"] - detail["freeable_bound"]
+    target = detail["primary_lower_bound"] if "primary_lower_bound" in detail else detail["primary_before"] - detail["freeable_bound"]
     config = EngineConfig(time_limit=time_limit, seed=seed, progress=progress, bound=bound, primary_target=target)
     result = solve_engine(problem, config, hosts_per_arch=hosts_per_arch, task_arch=task_arch)
     result.bound = bound if math.isfinite(bound) else -math.inf
     after = evaluate(problem, result.assign)
-    if problem.max_moves is not None:
+    if "freeable_bound" in detail:
         freed = detail["primary_before"] - float(problem.primary_cost[np.unique(result.assign)].sum())
         detail["freed"] = freed
         detail["share_of_bound"] = freed / detail["freeable_bound"] if detail["freeable_bound"] > 0 else None
@@ -141,3 +189,17 @@ def run_solver(
     result.stats["bound"] = detail
     result.stats["objective_check"] = after.objective
     return result
+
+
+def _run_fair(problem: PlacementProblem, solver: str, time_limit: float, seed: int) -> SolveResult:
+    """The ``fair`` goal: exact leximin (CP-SAT) on small instances, the scalable greedy on fleets."""
+    from packer.solvers.leximin import solve_leximin_engine, solve_leximin_exact
+
+    if solver not in ("auto", "engine", "cpsat"):
+        raise InputError(f"--goal fair is solved by the engine and cpsat solvers, not by '{solver}'")
+    stuck = unplaceable_tasks(problem)
+    if len(stuck):
+        return SolveResult.infeasible(problem.current, problem.task_ids[stuck].tolist(), solver, 0.0)
+    if solver == "cpsat" or (solver == "auto" and problem.n_tasks <= LEXIMIN_EXACT_MAX_TASKS):
+        return solve_leximin_exact(problem, time_limit=time_limit, seed=seed)
+    return solve_leximin_engine(problem, time_limit=time_limit, seed=seed)

@@ -13,6 +13,7 @@ import pandas as pd
 
 from packer.errors import MAX_ROWS_SHOWN, Problem
 from packer.fleet import Fleet
+from packer.rpf import BATCH_COLUMNS, GOAL_COLUMNS, TRANSACTIONAL_COLUMNS
 
 #: Plausible ranges per resource dimension, in the trace's units. A value above the
 #: bound almost always means a unit mistake (MiB given as GiB, Mbps as Gbps).
@@ -138,6 +139,7 @@ def check_tasks(tasks: pd.DataFrame, hosts: pd.DataFrame, fleet: Fleet, file: st
     """Tasks table: schema, unique ids, current hosts exist, requests plausible, constraints name real architectures."""
     optional = {"service": "string", "movable": "bool", "allowed_archs": "string"}
     optional.update({c: "number" for c in request_columns(tasks)})
+    optional.update({c: "number" for c in GOAL_COLUMNS})
     problems = check_columns(file, tasks, TASKS_REQUIRED, optional) + check_not_empty(file, tasks)
     if problems:
         return problems
@@ -154,4 +156,36 @@ def check_tasks(tasks: pd.DataFrame, hosts: pd.DataFrame, fleet: Fleet, file: st
         if bad_names:
             bad = tasks["allowed_archs"].fillna("").str.split("|").map(lambda names: bool(set(n.strip() for n in names) & bad_names))
             problems += problem_if(file, "allowed_archs", f"names architectures missing from the fleet catalog: {', '.join(sorted(bad_names))}", tasks, bad.to_numpy(), ["task_id", "allowed_archs"])
+    problems += check_goals(file, tasks)
+    return problems
+
+
+def check_goals(file: str, tasks: pd.DataFrame) -> list[Problem]:
+    """Optional relative-performance goal columns (:data:`packer.rpf.GOAL_COLUMNS`): complete, finite and consistent per task.
+
+    A transactional task (``rt_goal_s`` set) needs ``rt_goal_s`` > 0, ``request_rate`` ≥ 0
+    and ``service_core_s`` > 0; a batch task (``deadline_s`` set) needs ``goal_start_s`` <
+    ``deadline_s`` and ``work_core_s`` ≥ 0; no task is both.
+    """
+    present = [c for c in GOAL_COLUMNS if c in tasks.columns]
+    if not present:
+        return []
+    values = {c: pd.to_numeric(tasks[c], errors="coerce").to_numpy(dtype=float, na_value=np.nan) if c in tasks.columns else np.full(len(tasks), np.nan)
+              for c in GOAL_COLUMNS}
+    problems = []
+    for c in present:
+        problems += problem_if(file, c, "infinite value", tasks, np.isinf(values[c]), ["task_id", c])
+    for kind, columns, key in (("transactional", TRANSACTIONAL_COLUMNS, "rt_goal_s"), ("batch", BATCH_COLUMNS, "deadline_s")):
+        has = ~np.isnan(values[key])
+        for c in columns[1:]:
+            problems += problem_if(file, c, f"missing for a {kind} task (it has {key})", tasks, has & np.isnan(values[c]), ["task_id", key, c])
+            problems += problem_if(file, c, f"set for a task without {key}", tasks, ~np.isnan(values[c]) & ~has, ["task_id", key, c])
+    problems += problem_if(file, "rt_goal_s", "must be > 0 seconds", tasks, values["rt_goal_s"] <= 0, ["task_id", "rt_goal_s"])
+    problems += problem_if(file, "request_rate", "must be >= 0 requests/s", tasks, values["request_rate"] < 0, ["task_id", "request_rate"])
+    problems += problem_if(file, "service_core_s", "must be > 0 core-seconds", tasks, values["service_core_s"] <= 0, ["task_id", "service_core_s"])
+    problems += problem_if(file, "work_core_s", "must be >= 0 core-seconds", tasks, values["work_core_s"] < 0, ["task_id", "work_core_s"])
+    problems += problem_if(file, "goal_start_s", "must be before deadline_s", tasks, values["goal_start_s"] >= values["deadline_s"],
+                           ["task_id", "goal_start_s", "deadline_s"])
+    both = ~np.isnan(values["rt_goal_s"]) & ~np.isnan(values["deadline_s"])
+    problems += problem_if(file, "rt_goal_s, deadline_s", "a task is either transactional or batch, not both", tasks, both, ["task_id", "rt_goal_s", "deadline_s"])
     return problems

@@ -81,11 +81,19 @@ def test_summary_contents(tmp_path, tiny_problem):
     assert terms["primary"] + terms["fragmentation"] + terms["sensitivity"] + terms["moves"] == pytest.approx(terms["total"])
     assert terms["moves"] == pytest.approx(1e-3 * after.moves)
     # tiny trace: h0 Broadwell20 (II), h1 Skylake14 (I), h2 Haswell12 (II); Type II costs 2, Type I 1.
+    # h2's two tasks go one to h0, one to h1: Haswell12 (score 1.79) is freed, nothing is newly occupied.
     assert summary["by_type"] == {
-        "I": {"hosts": 1, "hosts_before": 1, "hosts_after": 1, "tco_before": 1.0, "tco_after": 1.0},
-        "II": {"hosts": 2, "hosts_before": 2, "hosts_after": 1, "tco_before": 4.0, "tco_after": 2.0},
+        "I": {"hosts": 1, "hosts_before": 1, "hosts_after": 1, "freed": 0, "newly_occupied": 0, "tco_before": 1.0, "tco_after": 1.0,
+              "wsl": 0.0, "tasks_before": 2, "tasks_after": 3, "colocation_before": 2.0, "colocation_after": 3.0, "moved_out": 0, "moved_in": 1},
+        "II": {"hosts": 2, "hosts_before": 2, "hosts_after": 1, "freed": 1, "newly_occupied": 0, "tco_before": 4.0, "tco_after": 2.0,
+               "wsl": -1.79, "tasks_before": 4, "tasks_after": 3, "colocation_before": 2.0, "colocation_after": 3.0, "moved_out": 2, "moved_in": 1},
     }
     assert summary["by_arch"]["Haswell12"]["hosts_after"] == 0
+    assert summary["by_arch"]["Haswell12"]["colocation_after"] is None  # no occupied host: undefined, written as null ...
+    assert "by_arch.Haswell12.colocation_after: nan written as null" in summary["notes"]  # ... and said so
+    assert summary["fleet_change"] == {"freed": 1, "newly_occupied": 0, "wsl": pytest.approx(-1.79)}
+    assert summary["moves_by_arch"] == {"Haswell12": {"Broadwell20": 1, "Skylake14": 1}}
+    assert summary["metrics"]["after"]["colocation"] == pytest.approx(6 / 2)
     assert sum(r["tco_before"] for r in summary["by_arch"].values()) == pytest.approx(before.tco)
     assert summary["moves"] == {"count": after.moves, "temporary": 0, "temporary_outside_fleet": 0}
     assert "TCO (cost units) | 5 | 3" in (out / REPORT_FILE).read_text()

@@ -80,3 +80,13 @@ def test_a_task_that_fits_nowhere_is_infeasible(tmp_path):
     assert result.exit_code == 3
     assert "t002" in result.output and "fit no host" in result.output
     assert not (tmp_path / "plan").exists()
+
+
+def test_exact_models_too_large_to_finish_are_refused(trace, tmp_path, monkeypatch):
+    import packer.solve
+
+    monkeypatch.setitem(packer.solve.EXACT_MAX_PAIRS, "cbc", 10)
+    result = run("solve", trace, "--out", tmp_path / "plan", "--solver", "cbc")
+    assert result.exit_code == 2
+    assert "task-host pairs" in result.output and "--solver engine" in result.output
+    assert not (tmp_path / "plan").exists()

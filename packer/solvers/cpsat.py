@@ -32,6 +32,10 @@ never accepts an invalid placement and never overstates the objective:
   "optimal" plan is optimal to that resolution; the reported objective is always
   recomputed with :func:`packer.metrics.evaluate`.
 
+Relative-performance guard. With ``weights.min_rp`` set, every task's RP floor
+(:func:`packer.metrics.rp_floors`) becomes linear load bounds per host
+(:func:`packer.solvers.leximin.add_rp_constraints`, rounded the same safe way).
+
 Presolve. CP-SAT 9.15's inclusion presolve declared feasible models infeasible
 when capacity coefficients reached ~3e9 (5 of 120 random instances with a scale of
 1e8); it is switched off (``presolve_inclusion_work_limit = 0``) and coefficients
@@ -263,6 +267,12 @@ def _build_model(form: Formulation) -> tuple[cp_model.CpModel, pd.Series]:
         model.add_hint(excess, max(0, int(coef[form.pair_base[ids]].sum()) + const))
         model.add(excess >= cp_model.LinearExpr.weighted_sum([xs[i] for i in ids], coef.tolist()) + const)
         terms.append((excess, 1))
+
+    if p.weights.min_rp is not None:  # the --min-rp guard (packer.metrics.rp_floors)
+        from packer.metrics import rp_floors
+        from packer.solvers.leximin import add_rp_constraints
+
+        add_rp_constraints(model, form, xs, rp_floors(p))
 
     variables, coefs = zip(*terms) if terms else ((), ())
     model.minimize(cp_model.LinearExpr.weighted_sum(list(variables), list(coefs)) + offset)

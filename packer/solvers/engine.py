@@ -23,6 +23,10 @@ Full repack (``max_moves=None``) runs the same loop with an unlimited budget, af
 ordering candidates by how expensive their capacity is, which consolidates load
 onto the architectures with the best cost per capacity.
 
+With a ``min_rp`` guard (``--min-rp``), a host receives a task only if every task
+on it, the new one included, keeps its relative-performance floor
+(:class:`packer.solvers.leximin.RPGuard`; tasks leaving a host only raise the others').
+
 Every intermediate placement is valid (checked incrementally, and the final one
 with :func:`packer.metrics.violations`), the search is deterministic for a seed,
 and it is anytime: at the time limit, or on Ctrl-C, it returns the best placement so far.
@@ -84,6 +88,12 @@ class _State:
         # (job, host) / (job, domain) pairs that gained a task: only these are held to the spread limit.
         self.gained_host: set[tuple[int, int]] = set()
         self.gained_domain: set[tuple[int, int]] = set()
+        self.rp_guard = None
+        if p.weights.min_rp is not None:  # the --min-rp guard: receivers must keep every task's RP floor
+            from packer.metrics import rp_floors
+            from packer.solvers.leximin import RPGuard
+
+            self.rp_guard = RPGuard(self, rp_floors(p))
 
     def _tally(self, t: int, h: int, sign: int) -> None:
         j = int(self.p.job[t])
@@ -120,6 +130,8 @@ class _State:
                     self.gained_domain.add((int(p.job[t]), int(p.domain[to])))
         self.moves += int(to != p.current[t]) - int(frm >= 0 and frm != p.current[t])
         self.assign[t] = to
+        if self.rp_guard is not None:
+            self.rp_guard.refresh((frm, to))
 
     def excess(self, rows: np.ndarray | slice = slice(None)) -> np.ndarray:
         """Summed sensitivity excess over 1 of the given hosts (Eq. 4 per host)."""
@@ -141,6 +153,9 @@ class _State:
         idx, after = idx[fits], after[fits]
         if len(idx) and (p.spread_host is not None or p.spread_domain is not None):
             ok = np.array([self.spread_ok(t, int(h)) for h in idx], dtype=bool)
+            idx, after = idx[ok], after[ok]
+        if len(idx) and self.rp_guard is not None:
+            ok = self.rp_guard.admits(t, idx)
             idx, after = idx[ok], after[ok]
         if len(idx) == 0:
             return -1, np.inf
@@ -184,7 +199,9 @@ def _try_empty(state: _State, h: int, budget: float, open_mask: np.ndarray, swap
     """Try to move every task off host ``h``; commit and return the objective gain, or undo and return 0."""
     p = state.p
     tasks = sorted(state.tasks_on[h], key=lambda t: -float((p.demand[t] * state.inv_cap[h]).sum()))
-    extra_moves = sum(1 for t in tasks if p.current[t] == h) - sum(1 for t in tasks if p.current[t] != h)
+    # Each task whose original host this is becomes a move; a task moved here earlier stays
+    # moved (or returns home, saving one): counting only the former never exceeds the budget.
+    extra_moves = sum(1 for t in tasks if p.current[t] == h)
     if state.moves + extra_moves > budget:
         return 0.0
     saving = float(p.open_weight[h])
@@ -226,6 +243,8 @@ def _try_swap(state: _State, h: int, budget: float, open_mask: np.ndarray, swap_
     if not len(cheaper):
         return 0.0
     g = int(cheaper[np.argmin(p.open_weight[cheaper])])
+    if state.rp_guard is not None and not state.rp_guard.admits_all(tasks, g):
+        return 0.0
     before = float(state.excess().sum()) if len(p.sens_dims) else 0.0
     for t in tasks:
         if not state.spread_ok(t, g):
@@ -366,7 +385,9 @@ def solve_engine(
 
     try:
         timed_out = _empty_hosts(state, budget, full, config, rng, deadline, report)
-        if full and hosts_per_arch is not None and not timed_out:
+        # With a budget that covers every movable task, a full repack's construction is allowed too.
+        unbound = full or budget >= int(problem.movable.sum())
+        if unbound and hosts_per_arch is not None and not timed_out:
             built = construct_repack(problem, hosts_per_arch, task_arch)
             if built is not None:
                 other = _State(problem, built)
@@ -395,7 +416,7 @@ def solve_engine(
         solver="engine",
         wall_s=time.perf_counter() - t0,
         infeasible_tasks=[],
-        stats={"interrupted": interrupted, "timed_out": timed_out, "moves": ev.moves},
+        stats={"interrupted": interrupted, "timed_out": timed_out, "moves": ev.moves, "invalid_fallback": bool(problems)},
     )
 
 

@@ -1,0 +1,131 @@
+"""Benchmark the TCO-vs-SLO sweep (issue 6) on the paper-scale generated trace.
+
+    python benchmarks/bench_sweep.py [--trace benchmarks/work/paper] [--time-limit 60] [--max-moves 400] [--verify]
+
+Runs the full sweep — Table IV's 5 configurations × the weight ladder 0, 0.1, 0.3, 1, 3,
+10 (only p99-sens depends on the weight, so 4 + 6 optimizer solves) plus the 5 baseline
+policies — under one move budget, writes the sweep folder and its report
+(benchmarks/work/sweep-<trace>/ and its report/), and prints: the table, total wall time
+against the 30-minute target, solves reused, peak RSS, and the issue's check that the
+optimizer dominates every baseline (some optimizer point with lower TCO and no more
+tasks at risk), plus the same check on interference. With ``--verify`` every plan is
+then checked with ``packer verify`` (each re-profiles the trace: slow at paper scale;
+not part of the timed sweep).
+
+The paper-scale trace is ``packer generate --tasks 37000 --hosts 18000 --days 7
+--interval 300 --seed 0 --out benchmarks/work/paper`` (see benchmarks/RESULTS.md); it
+is generated if missing.
+"""
+from __future__ import annotations
+
+import argparse
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WORK = ROOT / "benchmarks" / "work"
+TARGET_S = 30 * 60
+
+
+def packer_command() -> str:
+    return str(Path(sys.executable).with_name("packer"))
+
+
+def ensure_paper_trace(path: Path) -> Path:
+    if not path.exists():
+        cmd = [packer_command(), "generate", "--tasks", "37000", "--hosts", "18000", "--days", "7", "--interval", "300", "--seed", "0", "--out", str(path)]
+        print("generating:", " ".join(cmd), flush=True)
+        subprocess.run(cmd, check=True)
+    return path
+
+
+def print_progress(event) -> None:
+    if event.row is None:
+        print(f"[{event.step:>2}/{event.steps}] {event.point.name} ({event.point.solver}) ...", flush=True)
+        return
+    r = event.row
+    line = f"        {r['status']} in {r['wall_s']:.1f} s"
+    if "tco" in r:
+        line += f": TCO {r['tco']:,.1f}, hosts {r['hosts']:,}, tasks at risk {r['tasks_at_risk']:,}, interference {r['interference']:,.1f}, moves {r['moves']:,}"
+    print(line, flush=True)
+
+
+def run(trace: Path, out: Path, options, verify: bool) -> int:
+    """Run the sweep and its report, print the measurements; returns the number of failed checks."""
+    import pandas as pd
+
+    from packer.report import write_report
+    from packer.sweep import run_sweep
+
+    print(f"sweep of {trace} -> {out}", flush=True)
+    start = time.perf_counter()
+    sweep = run_sweep(trace, out, options, progress=print_progress)
+    sweep_s = time.perf_counter() - start
+    report_start = time.perf_counter()
+    files = write_report(out)
+    report_s = time.perf_counter() - report_start
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    meta, table = sweep.meta, sweep.table
+
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        print()
+        print(table[["point", "solver", "status", "tco", "hosts", "tasks_at_risk", "interference", "frag_share_cpu", "frag_share_mem",
+                     "wsl", "moves", "wall_s", "gap", "pareto"]].to_string(index=False, float_format=lambda v: f"{v:,.4g}"))
+    cur = meta["current"]
+    print(f"current placement: TCO {cur['tco']:,.1f}, hosts {cur['hosts']:,}, tasks at risk {cur['tasks_at_risk']:,}, interference {cur['interference']:,.1f}")
+    timings = meta["timings"]
+    print(f"\n{meta['grid_points']} grid points, {meta['solves']} solves ({meta['solves_reused']} reused where inputs match)")
+    print(f"profile {timings.get('profile_s', 0):.1f} s, characterize {timings.get('characterize_s', 0):.1f} s, build problems {timings.get('build_s', 0):.1f} s, "
+          f"solves {timings['solves_s']:.1f} s; sweep total {sweep_s:.1f} s ({sweep_s / 60:.1f} min), report {report_s:.1f} s; peak RSS {peak_mib:,.0f} MiB")
+    failed = 0
+    within = sweep_s <= TARGET_S
+    failed += not within
+    print(f"target: total wall time <= {TARGET_S / 60:.0f} min: {'met' if within else 'NOT met'}")
+    for key, risk in (("dominance", "tasks at risk"), ("dominance_interference", "interference")):
+        print(f"\nthe optimizer dominates every baseline on TCO and {risk} (lower TCO, no more {risk}):")
+        for d in meta[key]:
+            risk_value = d["tasks_at_risk"] if key == "dominance" else d["interference"]
+            verdict = "no plan" if d["dominated"] is None else (f"yes, by {d['by']} (TCO {d['by_tco']:,.1f})" if d["dominated"] else "NO")
+            print(f"  {d['baseline']:<22} TCO {d['tco'] if d['tco'] is None else format(d['tco'], ',.1f'):>10}  {risk} "
+                  f"{risk_value if risk_value is None else format(risk_value, ',.4g'):>8}  {verdict}")
+        every = all(d["dominated"] for d in meta[key])
+        if key == "dominance":
+            failed += not every
+        print(f"  -> {'every baseline dominated' if every else 'NOT every baseline dominated'}")
+    for name, message in meta.get("errors", {}).items():
+        print(f"FAILED solve {name}: {message}")
+        failed += 1
+    if verify:
+        from packer.verify import verify_plan
+
+        print("\nverifying every plan (packer verify):", flush=True)
+        for _, row in table[table["plan"] != ""].iterrows():
+            v_start = time.perf_counter()
+            report = verify_plan(trace, out / row["plan"])
+            failed += not report.ok
+            print(f"  {row['point']:<22} {'valid; summary verified' if report.ok else 'FAILED'} ({time.perf_counter() - v_start:.1f} s)", flush=True)
+    print(f"\nreport: {files.html}\n        {files.markdown}")
+    return failed
+
+
+def main() -> None:
+    from packer.sweep import SweepOptions
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trace", type=Path, default=WORK / "paper")
+    parser.add_argument("--out", type=Path, default=None, help="Sweep folder (default benchmarks/work/sweep-<trace name>).")
+    parser.add_argument("--time-limit", type=float, default=60.0, help="Seconds per optimizer solve.")
+    parser.add_argument("--max-moves", type=int, default=400)
+    parser.add_argument("--verify", action="store_true", help="Also run packer verify on every plan (after the timed sweep).")
+    args = parser.parse_args()
+    trace = ensure_paper_trace(args.trace) if args.trace == WORK / "paper" else args.trace
+    out = args.out or WORK / f"sweep-{trace.name}"
+    failed = run(trace, out, SweepOptions(max_moves=args.max_moves, time_limit_s=args.time_limit), args.verify)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
