@@ -53,7 +53,7 @@ from packer.moves import MOVE_COLUMNS, order_moves
 from packer.presets import DEFAULT_PRESETS
 from packer.problem import PlacementProblem, Weights
 from packer.solvers.result import SolveResult
-from packer.trace import FLEET_FILE
+from packer.trace import FLEET_FILE, read_parquet_table
 
 log = logging.getLogger(__name__)
 
@@ -401,26 +401,14 @@ def render_report(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _read_parquet(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
-    if not path.exists():
-        raise InputError([Problem(str(path), "", "file not found (not a plan folder, or an incomplete one)", 0)])
-    try:
-        table = pq.read_table(path).to_pandas()
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise InputError([Problem(str(path), "", f"not a readable Parquet file: {exc}", 0)]) from None
-    missing = [c for c in columns if c not in table.columns]
-    if missing:
-        raise InputError([Problem(str(path), ", ".join(missing), f"required column missing (the file has: {', '.join(table.columns)})", 0)])
-    return table
-
-
 def read_plan(path: str | Path) -> Plan:
     """Read a plan folder written by :func:`write_plan`. Missing or unreadable parts raise :class:`InputError`."""
     path = Path(path)
     if not path.is_dir():
         raise InputError(f"{path}: not a plan folder")
-    placement = _read_parquet(path / PLACEMENT_FILE, ("task_id", "host_id"))
-    moves = _read_parquet(path / MOVES_FILE, MOVE_COLUMNS)
+    incomplete = "file not found (not a plan folder, or an incomplete one)"
+    placement = read_parquet_table(path / PLACEMENT_FILE, ("task_id", "host_id"), incomplete)
+    moves = read_parquet_table(path / MOVES_FILE, MOVE_COLUMNS, incomplete)
     summary_file = path / SUMMARY_FILE
     if not summary_file.exists():
         raise InputError([Problem(str(summary_file), "", "file not found", 0)])

@@ -71,7 +71,7 @@ from packer.plan import PLACEMENT_STATUSES, SUMMARY_FILE, PlanContext, fleet_cho
 from packer.presets import DEFAULT_PRESETS, Preset, load_presets
 from packer.problem import GOALS, PlacementProblem, Weights
 from packer.rpf import relative_performance
-from packer.trace import Trace, read_trace
+from packer.trace import Trace, read_parquet_table, read_trace
 
 log = logging.getLogger(__name__)
 
@@ -460,11 +460,5 @@ def read_sweep(path: str | Path) -> Sweep:
         raise InputError([Problem(str(meta_file), "", f"not valid JSON: {exc}", 0)]) from None
     if not isinstance(meta, dict) or meta.get("format") != SWEEP_FORMAT:
         raise InputError([Problem(str(meta_file), "format", f"expected {SWEEP_FORMAT}, got {meta.get('format') if isinstance(meta, dict) else meta!r}", 0)])
-    try:
-        table = pq.read_table(table_file).to_pandas()
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise InputError([Problem(str(table_file), "", f"not a readable Parquet file: {exc}", 0)]) from None
-    missing = [c for c in TABLE_COLUMNS if c not in table.columns]
-    if missing:
-        raise InputError([Problem(str(table_file), ", ".join(missing), "required column missing", 0)])
+    table = read_parquet_table(table_file, TABLE_COLUMNS)
     return Sweep(path, table, meta)

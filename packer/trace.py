@@ -64,13 +64,19 @@ class Trace:
         return ds.dataset(self.usage_path, format="parquet")
 
 
-def _read_table(path: Path) -> pd.DataFrame:
+def read_parquet_table(path: Path, columns: tuple[str, ...] = (), not_found: str = "file not found") -> pd.DataFrame:
+    """Read one Parquet file as a DataFrame; a missing or unreadable file, or missing
+    ``columns``, raises :class:`InputError` naming the file (``not_found`` is the message for a missing file)."""
     if not path.exists():
-        raise InputError([Problem(str(path), "", "file not found", 0)])
+        raise InputError([Problem(str(path), "", not_found, 0)])
     try:
-        return pq.read_table(path).to_pandas()
+        table = pq.read_table(path).to_pandas()
     except (pa.ArrowInvalid, OSError) as exc:
         raise InputError([Problem(str(path), "", f"not a readable Parquet file: {exc}", 0)]) from None
+    missing = [c for c in columns if c not in table.columns]
+    if missing:
+        raise InputError([Problem(str(path), ", ".join(missing), f"required column missing (the file has: {', '.join(table.columns)})", 0)])
+    return table
 
 
 def check_usage_schema(dataset: ds.Dataset, file: str) -> list[Problem]:
@@ -118,8 +124,8 @@ def read_trace(path: str | Path, fleet: Fleet | str | Path | None = None) -> Tra
         fleet = load_fleet(fleet if fleet is not None else (own if own.exists() else DEFAULT_FLEET))
 
     hosts_file, tasks_file, usage_file = path / HOSTS_FILE, path / TASKS_FILE, path / USAGE_FILE
-    hosts = _read_table(hosts_file)
-    tasks = _read_table(tasks_file)
+    hosts = read_parquet_table(hosts_file)
+    tasks = read_parquet_table(tasks_file)
     problems = check_hosts(hosts, fleet, str(hosts_file))
     problems += check_tasks(tasks, hosts if "host_id" in hosts.columns else pd.DataFrame({"host_id": []}), fleet, str(tasks_file))
 
