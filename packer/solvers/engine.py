@@ -429,8 +429,24 @@ def _lns(state: _State, config: EngineConfig, rng: np.random.Generator, deadline
     p = state.p
     best = evaluate(p, state.assign).objective
     stale = 0
+    # Empty hosts with the cheapest capacity join every neighbourhood, so the search can move
+    # load onto better architectures, not only among hosts already open.
+    per_capacity = p.open_weight / np.maximum((p.capacity[:, list(p.frag_dims)] / p.frag_scale).sum(axis=1), 1e-12)
+    n_empty = max(2, config.lns_hosts // 4)
+    # A small instance is one neighbourhood: re-solve all of it with the remaining time.
+    whole = p.n_hosts <= 2 * config.lns_hosts and int(p.movable.sum()) <= 400
     while time.perf_counter() + config.lns_time < deadline and stale < 30:
         open_hosts = np.flatnonzero(state.count > 0)
+        if whole:
+            tasks, hosts = np.flatnonzero(p.movable), np.arange(p.n_hosts)
+            result = solve_subproblem(p, state.assign, tasks, hosts, time_limit=max(config.lns_time, deadline - time.perf_counter() - 0.1),
+                                      seed=int(rng.integers(1 << 30)))
+            if result.objective < best - 1e-9 and not violations(p, result.assign):
+                for t in np.flatnonzero(result.assign != state.assign):
+                    state.move(int(t), int(result.assign[t]))
+                best = result.objective
+                report("neighbourhood search")
+            break
         if len(open_hosts) < 2:
             break
         # Seed hosts: cheap-to-free open hosts (few tasks, high cost) and hosts with sensitivity excess.
@@ -442,7 +458,9 @@ def _lns(state: _State, config: EngineConfig, rng: np.random.Generator, deadline
         # Receivers: hosts with the most slack that the seeds' tasks could use.
         slack = ((state.cap[open_hosts] - state.loads[open_hosts]) * state.inv_cap[open_hosts]).sum(axis=1)
         room = open_hosts[np.argsort(-slack)][: config.lns_hosts]
-        hosts = np.unique(np.concatenate([seeds, room]))[: config.lns_hosts + n_seed]
+        empty = np.flatnonzero((state.count == 0) & state.receiver)
+        cheap = empty[np.argsort(per_capacity[empty], kind="stable")][:n_empty]
+        hosts = np.unique(np.concatenate([seeds, room, cheap]))
         tasks = np.flatnonzero(np.isin(state.assign, hosts) & p.movable)
         if len(tasks) == 0 or len(tasks) > 400:
             stale += 1
