@@ -195,6 +195,17 @@ class EngineConfig:
     primary_target: float | None = None
 
 
+def _move_counting_excess(state: _State, t: int, to: int) -> float:
+    """Move task ``t`` to ``to``; return the change in summed sensitivity excess (only its two hosts change)."""
+    if not len(state.p.sens_dims):
+        state.move(t, to)
+        return 0.0
+    rows = np.array([state.assign[t], to])
+    before = float(state.excess(rows).sum())
+    state.move(t, to)
+    return float(state.excess(rows).sum()) - before
+
+
 def _try_empty(state: _State, h: int, budget: float, open_mask: np.ndarray, swap_targets: np.ndarray) -> float:
     """Try to move every task off host ``h``; commit and return the objective gain, or undo and return 0."""
     p = state.p
@@ -204,28 +215,23 @@ def _try_empty(state: _State, h: int, budget: float, open_mask: np.ndarray, swap
     extra_moves = sum(1 for t in tasks if p.current[t] == h)
     if state.moves + extra_moves > budget:
         return 0.0
-    saving = float(p.open_weight[h])
-    before_excess = float(state.excess().sum()) if len(p.sens_dims) else 0.0
     allowed = open_mask.copy()
     allowed[h] = False
-    done: list[tuple[int, int]] = []
-    penalty = 0.0
+    moved: list[int] = []
+    excess = 0.0
     for t in tasks:
-        to, pen = state.best_host(t, allowed)
+        to = state.best_host(t, allowed)[0]
         if to < 0:
             break
-        done.append((t, h))
-        state.move(t, to)
-        penalty += pen
+        moved.append(t)
+        excess += _move_counting_excess(state, t, to)
     else:
-        gain = saving - penalty + p.weights.sensitivity * 0.0 - p.weights.moves * extra_moves
-        if len(p.sens_dims):
-            gain = saving - p.weights.sensitivity * (float(state.excess().sum()) - before_excess) - p.weights.moves * extra_moves
+        gain = float(p.open_weight[h]) - p.weights.sensitivity * excess - p.weights.moves * extra_moves
         if gain > 1e-9:
             open_mask[h] = False
             return gain
-    for t, frm in reversed(done):
-        state.move(t, frm)
+    for t in reversed(moved):
+        state.move(t, h)
     return _try_swap(state, h, budget, open_mask, swap_targets, tasks, extra_moves)
 
 
@@ -245,15 +251,14 @@ def _try_swap(state: _State, h: int, budget: float, open_mask: np.ndarray, swap_
     g = int(cheaper[np.argmin(p.open_weight[cheaper])])
     if state.rp_guard is not None and not state.rp_guard.admits_all(tasks, g):
         return 0.0
-    before = float(state.excess().sum()) if len(p.sens_dims) else 0.0
-    for t in tasks:
-        if not state.spread_ok(t, g):
-            for u in tasks[: tasks.index(t)]:
+    excess = 0.0
+    for k, t in enumerate(tasks):
+        if not state.spread_ok(t, g):  # checked move by move: earlier tasks of the job count
+            for u in tasks[:k]:
                 state.move(u, h)
             return 0.0
-        state.move(t, g)
-    after = float(state.excess().sum()) if len(p.sens_dims) else 0.0
-    gain = float(p.open_weight[h] - p.open_weight[g]) - p.weights.sensitivity * (after - before) - p.weights.moves * extra_moves
+        excess += _move_counting_excess(state, t, g)
+    gain = float(p.open_weight[h] - p.open_weight[g]) - p.weights.sensitivity * excess - p.weights.moves * extra_moves
     if gain > 1e-9:
         open_mask[h] = False
         open_mask[g] = True
