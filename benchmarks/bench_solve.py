@@ -163,7 +163,7 @@ def falkenauer(time_limit: float) -> None:
         return
     solved = total = 0
     rows = []
-    for path in sorted(folder.glob("binpack*.txt")):
+    for path in sorted(folder.glob("binpack[0-9]*.txt")):  # binpackinfo.txt describes the format
         lines = [ln.split() for ln in path.read_text().split("\n") if ln.strip()]
         n_inst, k = int(lines[0][0]), 1
         for _ in range(n_inst):
@@ -182,13 +182,10 @@ def falkenauer(time_limit: float) -> None:
             solved += bins <= best
             total += 1
             rows.append((path.stem, name, n, best, bins))
+        file_rows = [r for r in rows if r[0] == path.stem]
+        print(f"  {path.stem}: {len(file_rows)} instances of {file_rows[0][2]} items; at best known {sum(b <= k for _, _, _, k, b in file_rows)}, "
+              f"mean excess {np.mean([b - k for _, _, _, k, b in file_rows]):.2f} bins, max {max(b - k for _, _, _, k, b in file_rows)}", flush=True)
     print(f"Falkenauer: {solved}/{total} instances solved to the best known bin count within {time_limit:g} s each")
-    by_file: dict[str, list] = {}
-    for f, _, n, best, bins in rows:
-        by_file.setdefault(f, []).append((n, bins - best))
-    for f, vals in by_file.items():
-        print(f"  {f}: {len(vals)} instances of {vals[0][0]} items; at best known {sum(d <= 0 for _, d in vals)}, "
-              f"mean excess {np.mean([d for _, d in vals]):.2f} bins, max {max(d for _, d in vals)}")
 
 
 def main() -> None:
