@@ -282,7 +282,8 @@ def _candidate_order(state: _State, rng: np.random.Generator, full_repack: bool)
     return cand[np.lexsort((tie, key))]
 
 
-def construct_repack(problem: PlacementProblem, hosts_per_arch: np.ndarray, task_arch: np.ndarray | None = None) -> np.ndarray | None:
+def construct_repack(problem: PlacementProblem, hosts_per_arch: np.ndarray, task_arch: np.ndarray | None = None,
+                     keep_in_place: bool = True) -> np.ndarray | None:
     """A full-repack placement that follows a cost bound's LP solution (LP rounding).
 
     ``hosts_per_arch`` (A,) is how many hosts of each architecture to open first and
@@ -293,7 +294,8 @@ def construct_repack(problem: PlacementProblem, hosts_per_arch: np.ndarray, task
     other tasks go, largest first (by their largest share of a host), by best fit
     into open hosts of their preferred architecture, then of any; when none fits, a
     closed host of the preferred architecture is opened, else the closed host with
-    the lowest objective weight per capacity. Returns ``None`` if some task fits nowhere.
+    the lowest objective weight per capacity. ``keep_in_place=False`` re-places every
+    movable task (better packing, more moves). Returns ``None`` if some task fits nowhere.
     """
     p = problem
     load = host_loads(p, p.current)
@@ -307,6 +309,8 @@ def construct_repack(problem: PlacementProblem, hosts_per_arch: np.ndarray, task
             open_mask[hosts[np.argsort(-use[hosts], kind="stable")[:need]]] = True
     preferred = np.full(p.n_tasks, -1) if task_arch is None else np.asarray(task_arch)
     keep = open_mask[p.current] & ((preferred < 0) | (preferred == p.host_arch[p.current]) | ~p.movable)
+    if not keep_in_place:  # pure best fit decreasing: tasks left in place can spoil the packing order
+        keep &= ~p.movable
     state = _State(p, np.where(keep, p.current, -1))
     overfull = (state.loads > state.cap).any(axis=1)
     if overfull.any():  # keeping every task of an open host may not fit under new limits; re-place those
@@ -393,14 +397,15 @@ def solve_engine(
         # With a budget that covers every movable task, a full repack's construction is allowed too.
         unbound = full or budget >= int(problem.movable.sum())
         if unbound and hosts_per_arch is not None and not timed_out:
-            built = construct_repack(problem, hosts_per_arch, task_arch)
-            if built is not None:
-                other = _State(problem, built)
-                current_state = state
-                state = other  # so progress reports follow the construction
-                timed_out = _empty_hosts(other, budget, full, config, rng, deadline, report)
-                if evaluate(problem, other.assign).objective >= evaluate(problem, current_state.assign).objective:
-                    state = current_state
+            for keep in (True, False):
+                built = construct_repack(problem, hosts_per_arch, task_arch, keep_in_place=keep)
+                if built is None or timed_out:
+                    continue
+                best_state = state
+                state = _State(problem, built)  # so progress reports follow the construction
+                timed_out = _empty_hosts(state, budget, full, config, rng, deadline, report)
+                if evaluate(problem, state.assign).objective >= evaluate(problem, best_state.assign).objective:
+                    state = best_state
         report("construction done")
         reached = config.primary_target is not None and problem.primary_cost[np.unique(state.assign)].sum() <= config.primary_target + 1e-9
         if config.lns and not timed_out and not reached and time.perf_counter() < deadline:
