@@ -34,15 +34,17 @@ if that is larger). Spare CPU left by tasks at their maximum speed is not redist
   never exceeds (Eq. 4-5);
 * **default** (every other task, what most traces contain): *sensitivity headroom*.
   A task's normalized sensitivity s_k on its host (colocation paper, Eq. 1) is the
-  share of resource k it must be guaranteed; it gets what the other tasks leave,
-  ``max(0, 1 − Σ_{others} s_k)``. Its RP is the relative surplus of what it gets over
-  what it needs, minimized over the dimensions in which it is sensitive::
+  share of resource k it must be guaranteed. Its RP is its host's headroom in units of
+  its own need, minimized over the dimensions in which it is sensitive::
 
-      u = min_k (max(0, 1 − S_k + s_k) − s_k) / s_k,   S_k = Σ_{tasks on h} s_k
+      u = min_k (1 − S_k) / s_k,   S_k = Σ_{tasks on h} s_k
 
   so ``u ≥ 0`` exactly when every sensitivity sum of its host is within 1 (the
-  condition of Eq. 2's soft constraint, whose excess is Eq. 4's interference), and
-  ``u ≥ −1`` (−1: the others take the whole resource). A task with no sensitivity
+  condition of Eq. 2's soft constraint), and below 0 ``−u`` is the host's Eq. 4
+  interference (its excess ``S_k − 1``) measured in the task's own need. There is
+  no clamp at −1 ("the others take it all"): a host three times over its limit must
+  rank below one just over it, or leximin could not tell which crowded host to relieve
+  first; only :data:`RP_FLOOR` bounds it. A task with no sensitivity
   (all s_k = 0, or no scores) is never limited: ``u = RP_CAP``. When the problem has
   no sensitivity dimensions (presets without "sens"), the same formula is applied to
   the task's share of its host's CPU (``s = d / C_h``): CPU headroom.
@@ -298,7 +300,7 @@ def relative_performance(problem: "PlacementProblem", assign: np.ndarray, loads:
         with np.errstate(divide="ignore", invalid="ignore"):
             s = np.where(np.isfinite(scap), own / scap, 0.0)  # infinite capacity: never contended
             big_s = np.where(np.isfinite(scap), total / scap, 0.0)
-            per_dim = (np.maximum(0.0, 1.0 - big_s + s) - s) / s
+            per_dim = (1.0 - big_s) / s
         per_dim = np.where(s > 0, per_dim, np.inf)
         rp[default] = np.min(per_dim, axis=1, initial=np.inf)
     return np.clip(np.nan_to_num(rp, nan=RP_FLOOR, neginf=RP_FLOOR, posinf=RP_CAP), RP_FLOOR, RP_CAP)
@@ -335,14 +337,13 @@ def rp_thresholds(problem: "PlacementProblem", tasks: np.ndarray, hosts: np.ndar
     limit = np.where((need > 0) & (d <= 0), -np.inf, limit)
     out[speedy, 0] = limit[speedy]
 
-    # Sensitivity (or CPU) headroom: RP ≥ X  ⇔  Σ load ≤ cap − X·own, for −1 < X ≤ RP_CAP.
+    # Sensitivity (or CPU) headroom: RP ≥ X  ⇔  Σ load ≤ cap − X·own.
     default = kind == KIND_DEFAULT
     if default.any():
         cols = slice(1, None) if problem.sens_dims else slice(0, 1)
         o, k_cap, x = own[default, cols], cap[default, cols], level[default, None]
         limit = np.where(np.isfinite(k_cap) & (o > 0), k_cap - x * o, np.inf)
         limit = np.where((o > 0) & (k_cap <= 0), -np.inf, limit)
-        limit = np.where(x <= -1.0, np.inf, limit)
         out[default, cols] = limit
     out[level <= RP_FLOOR] = np.inf
     out[level > RP_CAP] = -np.inf
