@@ -5,8 +5,9 @@
 
 paper: the generated paper-scale trace (benchmarks/work/paper: 37k tasks, 18k hosts),
 config p99-sens. Profiles and characterizes once, then solves `--goal fair` with the
-scalable engine and, side by side, `--goal tco` with the same budget; writes both
-plans to benchmarks/work/plans/, runs the independent verifier on each and prints
+scalable engine and, side by side, `--goal tco` and `--goal tco --min-rp 0` (free cost
+but let no task fall below its goal, nor one below it get worse) with the same budget;
+writes the plans to benchmarks/work/plans/, runs the independent verifier on each and prints
 the relative-performance distribution (minimum, 5th percentile, median, tasks below
 0) before and after, TCO, moves and the solve's wall time.
 
@@ -51,20 +52,20 @@ def paper(moves: int, time_limit: float) -> None:
     print(f"before: RP min {before['min']:.3f} ({int((rp0 <= before['min'] + 0.005).sum()):,} tasks there), p5 {before['p5']:.3f}, "
           f"median {before['median']:.3f}, below 0: {before['below_zero']:,}; "
           f"TCO {evaluate(problem, problem.current).tco:,.1f}", flush=True)
-    for goal in ("fair", "tco"):
-        weights = Weights(goal=goal)
+    runs = {"fair": Weights(goal="fair"), "tco": Weights(goal="tco"), "tco --min-rp 0": Weights(goal="tco", min_rp=0.0)}
+    for label, weights in runs.items():
         context = PlanContext(**{**base.__dict__, "weights": weights})
         goal_problem = problem.with_(weights=weights)
         started = time.perf_counter()
         result = run_solver(goal_problem, "engine", time_limit)
         wall = time.perf_counter() - started
-        out = WORK / "plans" / f"fair-bench-{goal}"
+        out = WORK / "plans" / ("fair-bench-" + label.replace(" --", "-").replace(" ", ""))
         write_plan(out, goal_problem, result, context, fleet=trace.fleet)
         report = verify_plan(trace_path, out)
         rp1 = relative_performance(goal_problem, result.assign)
         after = rp_distribution(rp1)
         ev = evaluate(goal_problem, result.assign)
-        print(f"--goal {goal}: {wall:.1f} s solve; moves {ev.moves}; TCO {ev.tco:,.1f}; RP min {after['min']:.3f} "
+        print(f"--goal {label}: {wall:.1f} s solve; moves {ev.moves}; TCO {ev.tco:,.1f}; RP min {after['min']:.3f} "
               f"({int((rp1 <= after['min'] + 0.005).sum()):,} tasks there), p5 {after['p5']:.3f}, "
               f"median {after['median']:.3f}, below 0: {after['below_zero']:,}; verified: {report.ok} "
               f"({', '.join(c.name for c in report.checks if not c.passed) or 'all checks pass'}); stats {result.stats}", flush=True)
