@@ -105,3 +105,20 @@ def test_the_budget_holds_when_hosts_that_received_tasks_are_emptied_again():
         result = solve_engine(problem, FAST)
         assert not result.stats["invalid_fallback"], seed  # the engine's own placement was valid
         assert result.stats["moves"] <= problem.max_moves
+
+
+def test_with_a_high_sensitivity_weight_the_budget_relieves_interference_instead_of_emptying_hosts():
+    # Host 0 holds two tasks whose sensitivities sum to 1.2; host 1 holds one task alone; host 2 is empty.
+    # Emptying host 1 onto host 0 saves 1.0 but adds excess; moving a task of host 0 to host 2 removes 0.2 of
+    # excess for 1.0 of cost. At weight 10 the relief is worth 2.0 - 1.0 > 0, and the single move must go there.
+    sens = [[0.6], [0.6], [0.5]]
+    problem = small_problem([1.0, 1.0, 1.0], [4.0, 4.0, 4.0], [1.0, 1.0, 1.0], [0, 0, 1], sens=sens,
+                            sens_capacity=[[1.0], [1.0], [1.0]], max_moves=1,
+                            weights=Weights(fragmentation=0.0, sensitivity=10.0))
+    result = solve_engine(problem, FAST)
+    ev = evaluate(problem, result.assign)
+    assert ev.moves == 1 and sum(ev.interference.values()) == pytest.approx(0.0)
+    assert violations(problem, result.assign) == []
+    # At weight 0 the same budget frees a host instead.
+    cheap = problem.with_(weights=Weights(fragmentation=0.0, sensitivity=0.0))
+    assert evaluate(cheap, solve_engine(cheap, FAST).assign).tco == pytest.approx(1.0)

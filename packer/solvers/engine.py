@@ -365,6 +365,57 @@ def _empty_hosts(state: _State, budget: float, full: bool, config: EngineConfig,
     return False
 
 
+def _relieve_interference(state: _State, budget: float, config: EngineConfig, deadline: float, report) -> bool:
+    """Single-task moves off hosts over their sensitivity limit, while each lowers the objective.
+
+    Emptying hosts only ever adds sensitivity excess; with a sensitivity weight that
+    makes Eq. 4's interference worth more than the cost a host saves, the budget is
+    better spent moving the tasks that relieve the most excess to the open host where
+    they add the least, or to an empty host when the relief pays for opening it.
+    Tasks are tried in order of the excess their departure removes; a move is kept
+    when its gain (cost of hosts closed minus opened, weighted excess removed, moves)
+    is positive. Returns True if the deadline cut it short.
+    """
+    p = state.p
+    w = p.weights.sensitivity
+    for sweep in range(config.passes):
+        gained = 0.0
+        norm = state.sens * state.inv_sens_cap
+        own = p.sens_demand * state.inv_sens_cap[state.assign]
+        here = norm[state.assign]
+        relief = (np.clip(here - 1.0, 0.0, None) - np.clip(here - own - 1.0, 0.0, None)).sum(axis=1)
+        order = np.flatnonzero((relief > 1e-12) & p.movable)
+        order = order[np.argsort(-relief[order], kind="stable")]
+        for k, t in enumerate(order.tolist()):
+            if k % 64 == 0:
+                if time.perf_counter() > deadline:
+                    return True
+                report(f"relieve interference, pass {sweep + 1}")
+            h = int(state.assign[t])
+            if state.excess(np.array([h]))[0] <= 1e-12:
+                continue  # earlier moves already relieved this host
+            best_gain, best_to = 1e-9, -1
+            for allowed in (state.count > 0, state.count == 0):
+                to = state.best_host(t, allowed)[0]
+                extra = int(to != p.current[t]) - int(h != p.current[t])
+                if to < 0 or state.moves + extra > budget:
+                    continue
+                opens, closes = state.count[to] == 0, state.count[h] == 1
+                excess = _move_counting_excess(state, t, to)
+                gain = (float(p.open_weight[h]) * closes - float(p.open_weight[to]) * opens
+                        - w * excess - p.weights.moves * extra)
+                state.move(t, h)
+                if gain > best_gain:
+                    best_gain, best_to = gain, to
+            if best_to >= 0:
+                state.move(t, best_to)
+                gained += best_gain
+        log.info("relief pass %d: objective gain %.4f, moves %d", sweep + 1, gained, state.moves)
+        if gained <= 1e-9:
+            break
+    return False
+
+
 def solve_engine(
     problem: PlacementProblem,
     config: EngineConfig = EngineConfig(),
@@ -394,6 +445,16 @@ def solve_engine(
 
     try:
         timed_out = _empty_hosts(state, budget, full, config, rng, deadline, report)
+        if problem.sens_dims and problem.weights.sensitivity > 0 and not timed_out:
+            emptied_first = state
+            timed_out = _relieve_interference(emptied_first, budget, config, deadline, report)
+            if not full and not timed_out:
+                # A move budget spent on emptying first may be worth more spent on relief first: try both.
+                state = _State(problem, problem.current if start is None else start)
+                timed_out = (_relieve_interference(state, budget, config, deadline, report)
+                             or _empty_hosts(state, budget, full, config, rng, deadline, report))
+                if evaluate(problem, state.assign).objective >= evaluate(problem, emptied_first.assign).objective:
+                    state = emptied_first
         # With a budget that covers every movable task, a full repack's construction is allowed too.
         unbound = full or budget >= int(problem.movable.sum())
         if unbound and hosts_per_arch is not None and not timed_out:
