@@ -397,6 +397,9 @@ def _positive_seconds(ctx, param, value):
                    "relative performance, then the next (leximin, Carrera et al.), with the fewest moves.")
 @click.option("--min-rp", type=float, default=None,
               help="Guard: every task keeps relative performance >= X (0 = at goal; a task already below X gets no worse).")
+@click.option("--max-new-at-risk", type=click.IntRange(min=0), default=None,
+              help="Guard: at most N more tasks at risk of interference (on hosts whose summed sensitivity exceeds 1, "
+                   "Eq. 4) than now; 0 frees cost without adding SLO risk. Needs --config p99-sens; engine solver.")
 @click.option("--config", "config", default="p99", show_default=True,
               help="Configuration preset (Table IV): baseline, p99-cpu, p99-mem, p99, p99-sens.")
 @click.option("--max-moves", type=_MaxMoves(), default="400", show_default=True,
@@ -423,7 +426,7 @@ def _positive_seconds(ctx, param, value):
 def solve(trace: Path, goal: str, config: str, max_moves: int | None, time_limit: float, seed: int, solver: str,
           sensitivity_weight: float, fragmentation_weight: float, move_weight: float, spread_host: int | None,
           spread_domain: int | None, profiles_path: Path | None, sensitivity_path: Path | None, fleet: Path | None, out: Path | None,
-          min_rp: float | None = None) -> None:
+          min_rp: float | None = None, max_new_at_risk: int | None = None) -> None:
     """Compute a placement plan: free hosts and cost within a move budget.
 
     \b
@@ -455,7 +458,8 @@ def solve(trace: Path, goal: str, config: str, max_moves: int | None, time_limit
     context = PlanContext(
         trace=str(trace), fleet=fleet_choice(fleet, trace), config=preset.name, sensitivity=str(sensitivity_path) if sensitivity_path else None,
         max_moves=max_moves, spread_host=spread_host, spread_domain=spread_domain,
-        weights=Weights(goal=goal, fragmentation=fragmentation_weight, sensitivity=sensitivity_weight, moves=move_weight, min_rp=min_rp),
+        weights=Weights(goal=goal, fragmentation=fragmentation_weight, sensitivity=sensitivity_weight, moves=move_weight, min_rp=min_rp,
+                        max_new_at_risk=max_new_at_risk),
         solver=solver, time_limit_s=time_limit, seed=seed,
     )
     profiles = read_profiles(profiles_path, t) if profiles_path else None
@@ -469,7 +473,13 @@ def solve(trace: Path, goal: str, config: str, max_moves: int | None, time_limit
 
     live = sys.stderr.isatty()
 
+    shown = {"phase": None, "at": -1e9}
+
     def show(p) -> None:
+        # A log (not a terminal) gets a line per phase and at most one every 5 s within a phase.
+        if not live and p.phase == shown["phase"] and p.elapsed_s - shown["at"] < 5.0:
+            return
+        shown.update(phase=p.phase, at=p.elapsed_s)
         bound = "" if p.bound is None else f"  bound {p.bound:,.2f}"
         line = f"  [{p.elapsed_s:6.1f} s] {p.phase:<22} objective {p.objective:,.2f}{bound}  hosts {p.hosts:,}  moves {p.moves:,}"
         click.echo(("\r" + line) if live else line, err=True, nl=not live)
@@ -556,6 +566,9 @@ def problem_trace_hint(out: Path) -> str:
 @click.option("--baseline", "baselines", multiple=True, default=["baseline-random", "baseline-least-loaded", "baseline-ffd", "baseline-paragon", "baseline-tarcil"],
               show_default=True, help="Baseline policies to compare; repeat for several.")
 @click.option("--no-baselines", is_flag=True, help="Run no baseline policy.")
+@click.option("--no-new-risk/--no-no-new-risk-point", "no_new_risk", default=True, show_default=True,
+              help="Also solve each configuration with sensitivity at weight 0 under --max-new-at-risk 0 (engine): "
+                   "the cost the budget frees without putting one more task at risk.")
 @click.option("--baseline-config", default="p99-sens", show_default=True,
               help="Configuration the baseline policies run on (baseline on a trace without usage).")
 @click.option("--max-moves", type=_MaxMoves(), default="400", show_default=True, help="Move budget of every solve; 'unlimited' for full repacks.")
@@ -568,7 +581,7 @@ def problem_trace_hint(out: Path) -> str:
 @_fleet_opt
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Sweep folder. Default: out/<trace>/sweep.")
 @click.option("--report/--no-report", "with_report", default=False, show_default=True, help="Also write the sweep's report (`packer report`).")
-def sweep(trace: Path, configs: tuple[str, ...], weights: str, baselines: tuple[str, ...], no_baselines: bool, baseline_config: str,
+def sweep(trace: Path, configs: tuple[str, ...], weights: str, baselines: tuple[str, ...], no_baselines: bool, no_new_risk: bool, baseline_config: str,
           max_moves: int | None, time_limit: float, solver: str, goal: str, seed: int, sensitivity_path: Path | None, fleet: Path | None,
           out: Path | None, with_report: bool) -> None:
     """TCO vs SLO: Table IV's configurations, a ladder of sensitivity weights and the baselines under one move budget.
@@ -596,7 +609,8 @@ def sweep(trace: Path, configs: tuple[str, ...], weights: str, baselines: tuple[
     refuse_to_overwrite_input(out, trace)
     options = SweepOptions(configs=configs, weights=ladder, baselines=() if no_baselines else baselines, baseline_config=baseline_config,
                            max_moves=max_moves, time_limit_s=time_limit, solver=solver, seed=seed, goal=goal,
-                           fleet=str(fleet) if fleet else None, sensitivity=str(sensitivity_path) if sensitivity_path else None)
+                           fleet=str(fleet) if fleet else None, sensitivity=str(sensitivity_path) if sensitivity_path else None,
+                           no_new_risk=no_new_risk)
     started = time.perf_counter()
     t = _load_trace(trace, fleet)
     live = sys.stderr.isatty()

@@ -54,8 +54,18 @@ def host_sensitivity(problem: PlacementProblem, assign: np.ndarray) -> np.ndarra
     """(H, K) summed normalized sensitivity per host: Σ_t s_t,k(A_h) (1.0 = the host's whole share)."""
     use = np.zeros((problem.n_hosts, len(problem.sens_dims)))
     np.add.at(use, assign, problem.sens_demand)
+    return normalized_sensitivity(use, problem.sens_capacity)
+
+
+def normalized_sensitivity(use: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """Summed sensitivity demand over the host's sensitivity capacity (``inf`` where a host without any gets some)."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(problem.sens_capacity > 0, use / problem.sens_capacity, np.where(use > 0, np.inf, 0.0))
+        return np.where(capacity > 0, use / capacity, np.where(use > 0, np.inf, 0.0))
+
+
+def over_sensitivity_limit(normalized: np.ndarray) -> np.ndarray:
+    """Hosts (rows) whose summed normalized sensitivity exceeds 1 in some dimension: their tasks are at risk (Eq. 4)."""
+    return (normalized > 1.0 + TOLERANCE).any(axis=-1)
 
 
 def occupied(problem: PlacementProblem, assign: np.ndarray) -> np.ndarray:
@@ -93,7 +103,7 @@ def evaluate(problem: PlacementProblem, assign: np.ndarray) -> Evaluation:
     sens = host_sensitivity(problem, assign)
     excess = np.clip(sens - 1.0, 0.0, None)
     interference = {d: float(excess[:, k].sum()) for k, d in enumerate(problem.sens_dims)}
-    risky_host = (sens > 1.0 + TOLERANCE).any(axis=1) if problem.sens_dims else np.zeros(problem.n_hosts, dtype=bool)
+    risky_host = over_sensitivity_limit(sens) if problem.sens_dims else np.zeros(problem.n_hosts, dtype=bool)
     moves = int((assign != problem.current).sum())
     w = problem.weights
     frag_term = sum(frag[problem.dims[j]] / s for j, s in zip(problem.frag_dims, problem.frag_scale))
@@ -149,6 +159,7 @@ def violations(problem: PlacementProblem, assign: np.ndarray) -> list[str]:
         if broken.any():
             out.append(f"{int(broken.sum())} (job, {name}) pairs exceed the spread limit of {limit} tasks")
     out += min_rp_violations(problem, assign)
+    out += risk_violations(problem, assign)
     return out
 
 
@@ -357,3 +368,31 @@ def rp_summary(problem: PlacementProblem, assign: np.ndarray) -> dict:
         if problem.task_class is not None:
             out[when]["by_class"] = rp_distribution(rp, problem.task_class)
     return out
+
+
+# --- The --max-new-at-risk guard ---
+
+def tasks_at_risk(problem: PlacementProblem, assign: np.ndarray) -> int:
+    """Tasks on hosts whose summed normalized sensitivity exceeds 1 in some dimension (the paper's count beside Eq. 4)."""
+    if not problem.sens_dims:
+        return 0
+    return int(over_sensitivity_limit(host_sensitivity(problem, assign))[np.asarray(assign, dtype=np.int64)].sum())
+
+
+def risk_limit(problem: PlacementProblem) -> int | None:
+    """The most tasks at risk a plan may have under ``max_new_at_risk``: today's count plus the allowance; None without the guard."""
+    if problem.weights.max_new_at_risk is None:
+        return None
+    return tasks_at_risk(problem, problem.current) + int(problem.weights.max_new_at_risk)
+
+
+def risk_violations(problem: PlacementProblem, assign: np.ndarray) -> list[str]:
+    """The ``max_new_at_risk`` rule of :func:`violations`: no more tasks at risk than :func:`risk_limit`."""
+    limit = risk_limit(problem)
+    if limit is None:
+        return []
+    now = tasks_at_risk(problem, assign)
+    if now <= limit:
+        return []
+    return [f"{now} tasks at risk of interference, more than the {limit} the guard allows "
+            f"(today's {limit - problem.weights.max_new_at_risk} + {problem.weights.max_new_at_risk})"]

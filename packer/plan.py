@@ -144,7 +144,7 @@ class PlanContext:
         weights = doc.get("weights", {})
         if isinstance(weights, dict):
             bad += [f"weights.{key}={value!r}" for key, value in weights.items()
-                    if key != "goal" and not _has_type(value, (int, float, _NONE) if key == "min_rp" else (int, float))]
+                    if key != "goal" and not _has_type(value, (int, float, _NONE) if key in ("min_rp", "max_new_at_risk") else (int, float))]
         if bad:
             raise InputError([Problem(source, "context", f"value(s) of the wrong type: {', '.join(bad)}", 0)])
         values = dict(doc)

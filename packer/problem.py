@@ -55,6 +55,12 @@ class Weights:
     placement) — no task falls below the guard, and a task already below it gets no
     worse. ``None``: no guard. The ``fair`` goal ignores the linear weights and
     maximizes the sorted RP vector (leximin), then minimizes moves.
+
+    ``max_new_at_risk``: a guard (``--max-new-at-risk``, a count of tasks): the plan
+    has at most this many more tasks at risk of interference — tasks on a host whose
+    summed normalized sensitivity exceeds 1 in some dimension, the colocation paper's
+    count beside Eq. 4 — than the current placement. 0 frees cost without adding SLO
+    risk. ``None``: no guard.
     """
 
     goal: str = "tco"
@@ -62,6 +68,7 @@ class Weights:
     sensitivity: float = 1.0
     moves: float = 1e-4
     min_rp: float | None = None
+    max_new_at_risk: int | None = None
 
 
 @dataclass(frozen=True)
@@ -204,6 +211,10 @@ def build_problem(
         raise InputError(f"unknown goal '{weights.goal}'; known: {', '.join(GOALS)}")
     if weights.min_rp is not None and not np.isfinite(weights.min_rp):
         raise InputError(f"--min-rp must be a finite number, got {weights.min_rp}")
+    if weights.max_new_at_risk is not None and weights.max_new_at_risk < 0:
+        raise InputError(f"--max-new-at-risk must be >= 0, got {weights.max_new_at_risk}")
+    if weights.max_new_at_risk is not None and weights.goal == "fair":
+        raise InputError("--max-new-at-risk guards the tco and hosts goals; --goal fair already lifts the tasks at risk first")
     if max_moves is not None and max_moves < 0:
         raise InputError(f"--max-moves must be >= 0 or 'unlimited', got {max_moves}")
     for name, value in (("spread per host", spread_host), ("spread per domain", spread_domain)):

@@ -19,7 +19,8 @@ Goal ``fair`` (leximin relative performance, :mod:`packer.solvers.leximin`): ``a
 is the exact iterated CP-SAT up to :data:`LEXIMIN_EXACT_MAX_TASKS` tasks and the
 scalable greedy above; ``cpsat`` / ``engine`` choose one. A ``min_rp`` guard
 (``--min-rp``) is honoured by the engine and CP-SAT; ``auto`` then uses CP-SAT for small
-instances, and the MILP models and baselines refuse it.
+instances, and the MILP models and baselines refuse it. A ``max_new_at_risk`` guard
+(``--max-new-at-risk``) is honoured by the engine only (``auto`` uses it at every size).
 
 Every result carries a bound on its objective: the exact models' own dual bound,
 or for the engine one derived from :mod:`packer.bounds` — for move-bounded
@@ -147,6 +148,13 @@ def run_solver(
         return SolveResult.infeasible(problem.current, problem.task_ids[oversized].tolist(), solver, 0.0)
     if problem.weights.goal == "fair":
         return _run_fair(problem, solver, time_limit, seed)
+    if problem.weights.max_new_at_risk is not None:
+        if not problem.sens_dims:
+            raise InputError("--max-new-at-risk counts tasks at risk of interference, which needs a configuration with "
+                             "sensitivity (--config p99-sens)")
+        if solver not in ("auto", "engine"):
+            raise InputError(f"--max-new-at-risk is honoured by the engine solver, not by '{solver}'")
+        solver = "engine"
     if problem.weights.min_rp is not None:
         if solver not in ("auto", "engine", "cpsat"):
             raise InputError(f"--min-rp is honoured by the engine and cpsat solvers, not by '{solver}'")

@@ -11,7 +11,12 @@ time limit per solve:
   once and that solve stands for every weight of the ladder (column ``covers``);
 * the five baseline policies of :mod:`packer.baselines` on the ``baseline_config``
   problem (default ``p99-sens``: the same limits and sensitivity-based eligibility the
-  optimizer's richest configuration has, so Paragon and Tarcil see sensitivity).
+  optimizer's richest configuration has, so Paragon and Tarcil see sensitivity);
+* with ``no_new_risk`` (the default), every configuration with sensitivity dimensions
+  once more at weight 0 under the ``max_new_at_risk = 0`` guard (point
+  ``<config>-no-new-risk``, solved by the engine): the cost the budget frees without
+  putting one more task at risk. The weight ladder trades cost against Eq. 4's
+  interference; this point answers the count the paper reports beside it.
 
 The trace is profiled once and characterized once; every problem is built from those
 (:func:`packer.solve.problem_from_context` with precomputed profiles and
@@ -92,7 +97,7 @@ REQUESTS_YARDSTICK_CONFIG = "baseline"
 OPTIMIZER, BASELINE = "optimizer", "baseline"
 #: Columns of the sweep table, before the per-dimension ones (see :func:`table_columns`).
 TABLE_COLUMNS = (
-    "point", "kind", "config", "weight", "covers", "solver", "status", "plan",
+    "point", "kind", "config", "weight", "max_new_at_risk", "covers", "solver", "status", "plan",
     "tco", "hosts", "wsl", "colocation", "moves", "tasks_at_risk", "interference",
     "rp_min", "rp_p5", "rp_median", "rp_below_zero",
     "objective", "bound", "gap", "wall_s", "pareto", "pareto_interference",
@@ -125,6 +130,7 @@ class SweepOptions:
     fleet: str | None = None
     sensitivity: str | None = None
     presets: str = str(DEFAULT_PRESETS)
+    no_new_risk: bool = True
 
 
 @dataclass(frozen=True)
@@ -133,7 +139,8 @@ class SweepPoint:
 
     ``weight``: the sensitivity weight its problem uses, ``None`` when the
     configuration has no sensitivity dimensions (the weight does not enter);
-    ``covers``: the ladder weights this solve stands for.
+    ``covers``: the ladder weights this solve stands for; ``max_new_at_risk``: the
+    guard of :class:`packer.problem.Weights` (``None``: none).
     """
 
     name: str
@@ -142,6 +149,7 @@ class SweepPoint:
     weight: float | None
     solver: str
     covers: tuple[float, ...]
+    max_new_at_risk: int | None = None
 
 
 @dataclass(frozen=True)
@@ -199,6 +207,8 @@ def plan_points(options: SweepOptions, presets: dict[str, Preset], has_usage: bo
             continue
         if preset.sensitivity:
             points += [SweepPoint(f"{name}-w{weight_label(w)}", OPTIMIZER, name, w, options.solver, (w,)) for w in weights]
+            if options.no_new_risk:
+                points.append(SweepPoint(f"{name}-no-new-risk", OPTIMIZER, name, 0.0, "engine", (), max_new_at_risk=0))
         else:
             points.append(SweepPoint(name, OPTIMIZER, name, None, options.solver, weights))
     base_config = options.baseline_config if has_usage or not _needs_usage(presets[options.baseline_config]) else REQUESTS_YARDSTICK_CONFIG
@@ -309,7 +319,7 @@ class _Problems:
     def context(self, point: SweepPoint) -> PlanContext:
         weight = Weights().sensitivity if point.weight is None else point.weight
         return dataclasses.replace(self.base_context, config=point.config, solver=point.solver,
-                                   weights=Weights(goal=self.options.goal, sensitivity=weight))
+                                   weights=Weights(goal=self.options.goal, sensitivity=weight, max_new_at_risk=point.max_new_at_risk))
 
     def problem(self, point: SweepPoint) -> PlacementProblem:
         """The point's problem: its configuration's (built once) with the point's weights."""
@@ -371,6 +381,7 @@ def run_sweep(
                 raise RuntimeError(f"config {point.config} orders tasks or hosts differently from the yardstick")
             row: dict[str, Any] = {"point": point.name, "kind": point.kind, "config": point.config,
                                    "weight": np.nan if point.weight is None else point.weight,
+                                   "max_new_at_risk": np.nan if point.max_new_at_risk is None else point.max_new_at_risk,
                                    "covers": ",".join(weight_label(w) for w in point.covers), "solver": point.solver, "plan": ""}
             solve_start = time.perf_counter()
             try:
@@ -395,7 +406,7 @@ def run_sweep(
         table = _finish_table(rows)
         current = point_metrics(yardstick, yardstick.current, arch_score)
         dominance = {risk: baseline_dominance(table, risk) for risk in ("tasks_at_risk", "interference")}
-        # Grid points: (configuration, weight) pairs plus one per baseline; a solve covering several weights stands for several.
+        # Grid points: (configuration, weight) pairs plus one per guarded point and per baseline; a solve covering several weights stands for several.
         grid = sum(max(len(p.covers), 1) for p in points)
         notes: list[str] = []
         meta = json_safe({

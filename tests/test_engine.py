@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from packer.bounds import freeable_cost_bound, repack_cost_bound
-from packer.metrics import evaluate, violations
+from packer.metrics import evaluate, risk_limit, risk_violations, tasks_at_risk, violations
 from packer.problem import Weights
 from packer.solve import run_solver
 from packer.solvers import solve_cpsat
@@ -122,3 +122,31 @@ def test_with_a_high_sensitivity_weight_the_budget_relieves_interference_instead
     # At weight 0 the same budget frees a host instead.
     cheap = problem.with_(weights=Weights(fragmentation=0.0, sensitivity=0.0))
     assert evaluate(cheap, solve_engine(cheap, FAST).assign).tco == pytest.approx(1.0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), n_tasks=st.integers(2, 30), n_hosts=st.integers(2, 10), allowance=st.integers(0, 3))
+def test_the_new_risk_guard_holds_and_the_verifier_checks_it(seed, n_tasks, n_hosts, allowance):
+    problem = random_problem(seed, n_tasks, n_hosts, sens=True, weights=Weights(sensitivity=0.0, max_new_at_risk=allowance))
+    result = solve_engine(problem, FAST)
+    assert violations(problem, result.assign) == [] and not result.stats["invalid_fallback"]
+    assert tasks_at_risk(problem, result.assign) <= tasks_at_risk(problem, problem.current) + allowance
+    # The rule itself: a plan over the limit is a violation.
+    unguarded = problem.with_(weights=Weights(sensitivity=0.0))
+    free = solve_engine(unguarded, FAST).assign
+    over = tasks_at_risk(problem, free) > risk_limit(problem)
+    assert bool(risk_violations(problem, free)) == over
+
+
+def test_the_new_risk_guard_frees_hosts_whose_tasks_are_already_at_risk():
+    # Host 0: two tasks over the limit together (at risk). Host 1: one task alone (not at risk), host 2: one task
+    # alone. Emptying host 1 or 2 onto host 0 would put one more task at risk; emptying host 0 onto host 1 and 2
+    # (one task each) would leave both within the limit. Unguarded at weight 0 the engine may do either; guarded
+    # it must not raise the count of tasks at risk (2) and still frees a host.
+    sens = [[0.6], [0.6], [0.3], [0.3]]
+    problem = small_problem([1.0] * 4, [4.0, 4.0, 4.0], [1.0, 1.0, 1.0], [0, 0, 1, 2], sens=sens,
+                            sens_capacity=[[1.0], [1.0], [1.0]], max_moves=2,
+                            weights=Weights(fragmentation=0.0, sensitivity=0.0, max_new_at_risk=0))
+    result = solve_engine(problem, FAST)
+    assert evaluate(problem, result.assign).hosts == 2
+    assert tasks_at_risk(problem, result.assign) <= 2 and violations(problem, result.assign) == []

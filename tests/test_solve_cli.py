@@ -63,6 +63,10 @@ def test_spread_limits_hold(trace, tmp_path):
         (["--time-limit", "0"], "must be > 0"),
         (["--goal", "profit"], "'profit' is not one of"),
         (["--config", "p42"], "unknown config 'p42'"),
+        (["--max-new-at-risk", "-1"], "-1 is not in the range x>=0"),
+        (["--max-new-at-risk", "0", "--config", "p99"], "needs a configuration with sensitivity"),
+        (["--max-new-at-risk", "0", "--config", "p99-sens", "--solver", "cbc"], "honoured by the engine solver"),
+        (["--max-new-at-risk", "0", "--config", "p99-sens", "--goal", "fair"], "guards the tco and hosts goals"),
     ],
 )
 def test_bad_flags_exit_2(trace, tmp_path, args, needle):
@@ -90,3 +94,21 @@ def test_exact_models_too_large_to_finish_are_refused(trace, tmp_path, monkeypat
     assert result.exit_code == 2
     assert "task-host pairs" in result.output and "--solver engine" in result.output
     assert not (tmp_path / "plan").exists()
+
+
+def test_the_new_risk_guard_is_kept_and_verified(trace, tmp_path):
+    _, summary = solve_and_verify(trace, tmp_path / "plan", "--config", "p99-sens", "--sensitivity-weight", "0",
+                                  "--max-new-at-risk", "0", "--max-moves", "unlimited")
+    assert summary["context"]["weights"]["max_new_at_risk"] == 0
+    assert summary["metrics"]["after"]["tasks_at_risk"] <= summary["metrics"]["before"]["tasks_at_risk"]
+
+
+def test_verify_rejects_a_plan_that_breaks_the_new_risk_guard(trace, tmp_path):
+    plan = tmp_path / "plan"
+    _, summary = solve_and_verify(trace, plan, "--config", "p99-sens", "--sensitivity-weight", "0", "--max-moves", "unlimited")
+    assert summary["metrics"]["after"]["tasks_at_risk"] > summary["metrics"]["before"]["tasks_at_risk"]
+    doc = json.loads((plan / "summary.json").read_text())
+    doc["context"]["weights"]["max_new_at_risk"] = 0  # claim a guard the unguarded plan does not keep
+    (plan / "summary.json").write_text(json.dumps(doc))
+    check = run("verify", trace, plan)
+    assert check.exit_code == 1 and "tasks at risk of interference, more than" in check.output

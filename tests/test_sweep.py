@@ -97,11 +97,16 @@ def test_points_reuse_solves_whose_problem_does_not_depend_on_the_weight():
     optimizer = [p for p in points if p.kind == OPTIMIZER]
     assert [p.name for p in optimizer[:4]] == ["baseline", "p99-cpu", "p99-mem", "p99"]
     assert all(p.weight is None and p.covers == (0, 0.1, 0.3, 1, 3, 10) for p in optimizer[:4])
-    assert [p.name for p in optimizer[4:]] == ["p99-sens-w0", "p99-sens-w0.1", "p99-sens-w0.3", "p99-sens-w1", "p99-sens-w3", "p99-sens-w10"]
+    assert [p.name for p in optimizer[4:]] == ["p99-sens-w0", "p99-sens-w0.1", "p99-sens-w0.3", "p99-sens-w1", "p99-sens-w3", "p99-sens-w10",
+                                               "p99-sens-no-new-risk"]
     baselines = [p for p in points if p.kind == BASELINE]
     assert len(baselines) == 5 and all(p.config == "p99-sens" and p.solver == p.name for p in baselines)
-    # The grid: 5 configs x 6 weights + 5 baselines = 35 points from 15 solves.
-    assert sum(max(len(p.covers), 1) for p in points) == 35 and len(points) == 15 and skipped == {}
+    # The grid: 5 configs x 6 weights + 5 baselines = 35 points from 15 solves, plus the guarded point.
+    guarded = [p for p in points if p.max_new_at_risk is not None]
+    assert [(p.name, p.config, p.weight, p.solver, p.max_new_at_risk) for p in guarded] == [("p99-sens-no-new-risk", "p99-sens", 0.0, "engine", 0)]
+    assert sum(max(len(p.covers), 1) for p in points) == 36 and len(points) == 16 and skipped == {}
+    plain, _ = plan_points(SweepOptions(no_new_risk=False), load_presets(), has_usage=True)
+    assert len(plain) == 15 and all(p.max_new_at_risk is None for p in plain)
 
 
 def test_points_on_a_requests_only_trace_keep_only_request_based_configs():
@@ -140,7 +145,7 @@ def tiny_sweep(tmp_path_factory):
 def test_sweep_writes_the_table_and_its_meta(tiny_sweep):
     trace, sweep, events = tiny_sweep
     table = read_sweep(sweep.path).table
-    assert table["point"].tolist() == ["baseline", "p99-cpu", "p99-mem", "p99", "p99-sens-w0", "p99-sens-w1",
+    assert table["point"].tolist() == ["baseline", "p99-cpu", "p99-mem", "p99", "p99-sens-w0", "p99-sens-w1", "p99-sens-no-new-risk",
                                        "baseline-random", "baseline-least-loaded", "baseline-ffd", "baseline-paragon", "baseline-tarcil"]
     assert set(table["status"]) <= {"optimal", "feasible"}
     for column in ("tco", "hosts", "frag_cpu", "frag_mem", "frag_share_cpu", "wsl", "tasks_at_risk", "interference", "interference_cpu",
@@ -150,7 +155,7 @@ def test_sweep_writes_the_table_and_its_meta(tiny_sweep):
     csv = pd.read_csv(sweep.path / "sweep.csv")
     assert csv["point"].tolist() == table["point"].tolist() and np.allclose(csv["tco"], table["tco"])
     meta = json.loads((sweep.path / "sweep.json").read_text())
-    assert meta["grid_points"] == 4 * len(WEIGHTS) + len(WEIGHTS) + 5 and meta["solves"] == len(table)
+    assert meta["grid_points"] == 4 * len(WEIGHTS) + len(WEIGHTS) + 1 + 5 and meta["solves"] == len(table)
     assert meta["solves_reused"] == meta["grid_points"] - meta["solves"] == 4
     assert meta["pareto"] == table.loc[table["pareto"], "point"].tolist()
     assert table["pareto"].tolist() == pareto_front(table["tco"], table["tasks_at_risk"]).tolist()
@@ -180,6 +185,13 @@ def test_every_plan_of_the_sweep_verifies_and_matches_its_row(tiny_sweep):
             # On its own configuration's problem the yardstick is the problem: the risk numbers agree too.
             assert row["tasks_at_risk"] == after["tasks_at_risk"]
             assert row["interference"] == pytest.approx(sum(after["interference"].values()))
+
+
+def test_the_no_new_risk_point_adds_no_task_at_risk(tiny_sweep):
+    sweep = tiny_sweep[1]
+    row = sweep.table.set_index("point").loc["p99-sens-no-new-risk"]
+    assert row["max_new_at_risk"] == 0 and row["weight"] == 0 and row["solver"] == "engine"
+    assert row["tasks_at_risk"] <= sweep.meta["current"]["tasks_at_risk"]
 
 
 def test_higher_sensitivity_weight_never_raises_interference_for_the_exact_solver(tiny_sweep):
@@ -223,7 +235,8 @@ def test_sweep_command_prints_the_table_and_the_dominance_check(tmp_path):
                                       "--baseline", "baseline-ffd", "--time-limit", "5", "--report"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert "baseline-ffd" in result.output and "p99-sens-w0.5" in result.output and "current placement" in result.output
-    assert "optimizer dominates" in result.output and "grid points, 3 solves" in result.output
+    assert "optimizer dominates" in result.output and "grid points, 4 solves" in result.output
+    assert "p99-sens-no-new-risk" in result.output
     assert (out / "sweep.parquet").exists() and (out / "plans" / "p99-sens-w0.5" / "summary.json").exists()
     assert (out / "report" / "report.html").exists()
 

@@ -26,6 +26,9 @@ onto the architectures with the best cost per capacity.
 With a ``min_rp`` guard (``--min-rp``), a host receives a task only if every task
 on it, the new one included, keeps its relative-performance floor
 (:class:`packer.solvers.leximin.RPGuard`; tasks leaving a host only raise the others').
+With a ``max_new_at_risk`` guard (``--max-new-at-risk``), tasks go first where they
+add the fewest tasks at risk, and an emptied host, a swap or a relief move is kept
+only if the count of tasks at risk stays within the guard.
 
 Every intermediate placement is valid (checked incrementally, and the final one
 with :func:`packer.metrics.violations`), the search is deterministic for a seed,
@@ -35,12 +38,13 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
 
-from packer.metrics import TOLERANCE, evaluate, host_loads, initially_overloaded, violations
+from packer.metrics import (TOLERANCE, evaluate, host_loads, initially_overloaded, normalized_sensitivity, over_sensitivity_limit,
+                            risk_limit, violations)
 from packer.problem import PlacementProblem
 from packer.solvers.result import SolveResult
 
@@ -94,6 +98,9 @@ class _State:
             from packer.solvers.leximin import RPGuard
 
             self.rp_guard = RPGuard(self, rp_floors(p))
+        # The --max-new-at-risk guard: tasks at risk (on hosts over their sensitivity limit), kept up to date by move().
+        self.risk_limit = risk_limit(p) if len(p.sens_dims) else None
+        self.at_risk = int(self.host_risk(np.arange(p.n_hosts)).sum()) if self.risk_limit is not None else 0
 
     def _tally(self, t: int, h: int, sign: int) -> None:
         j = int(self.p.job[t])
@@ -109,6 +116,9 @@ class _State:
         if frm == to:
             return
         spread = p.spread_host is not None or p.spread_domain is not None
+        rows = np.array([frm, to] if frm >= 0 else [to])
+        if self.risk_limit is not None:
+            self.at_risk -= int(self.host_risk(rows).sum())
         if frm >= 0:
             self.loads[frm] -= p.demand[t]
             self.count[frm] -= 1
@@ -132,6 +142,17 @@ class _State:
         self.assign[t] = to
         if self.rp_guard is not None:
             self.rp_guard.refresh((frm, to))
+        if self.risk_limit is not None:
+            self.at_risk += int(self.host_risk(rows).sum())
+
+    def host_risk(self, rows: np.ndarray) -> np.ndarray:
+        """Tasks at risk on each of ``rows`` (its task count if it is over its sensitivity limit, else 0)."""
+        over = over_sensitivity_limit(normalized_sensitivity(self.sens[rows], self.p.sens_capacity[rows]))
+        return np.where(over, self.count[rows], 0)
+
+    def within_risk(self) -> bool:
+        """Whether the placement keeps the --max-new-at-risk guard (always, without one)."""
+        return self.risk_limit is None or self.at_risk <= self.risk_limit
 
     def excess(self, rows: np.ndarray | slice = slice(None)) -> np.ndarray:
         """Summed sensitivity excess over 1 of the given hosts (Eq. 4 per host)."""
@@ -164,9 +185,14 @@ class _State:
             before = self.excess(idx)
             new = np.clip((self.sens[idx] + p.sens_demand[t]) * self.inv_sens_cap[idx] - 1.0, 0.0, None).sum(axis=1)
             penalty = p.weights.sensitivity * (new - before)
-        # Best fit: the host left with the least normalized slack, after penalties.
+        # Best fit: the host left with the least normalized slack, after penalties; under the
+        # --max-new-at-risk guard, first the hosts where the task adds the fewest tasks at risk.
         slack = ((self.cap[idx] - after) * self.inv_cap[idx]).sum(axis=1)
-        k = int(np.lexsort((slack, np.round(penalty, 12)))[0])
+        new_risk = np.zeros(len(idx))
+        if self.risk_limit is not None:
+            over = over_sensitivity_limit(normalized_sensitivity(self.sens[idx] + p.sens_demand[t], p.sens_capacity[idx]))
+            new_risk = np.where(over, self.count[idx] + 1, 0) - self.host_risk(idx)
+        k = int(np.lexsort((slack, np.round(penalty, 12), new_risk))[0])
         return int(idx[k]), float(penalty[k])
 
     def spread_ok(self, t: int, h: int) -> bool:
@@ -227,7 +253,7 @@ def _try_empty(state: _State, h: int, budget: float, open_mask: np.ndarray, swap
         excess += _move_counting_excess(state, t, to)
     else:
         gain = float(p.open_weight[h]) - p.weights.sensitivity * excess - p.weights.moves * extra_moves
-        if gain > 1e-9:
+        if gain > 1e-9 and state.within_risk():
             open_mask[h] = False
             return gain
     for t in reversed(moved):
@@ -259,7 +285,7 @@ def _try_swap(state: _State, h: int, budget: float, open_mask: np.ndarray, swap_
             return 0.0
         excess += _move_counting_excess(state, t, g)
     gain = float(p.open_weight[h] - p.open_weight[g]) - p.weights.sensitivity * excess - p.weights.moves * extra_moves
-    if gain > 1e-9:
+    if gain > 1e-9 and state.within_risk():
         open_mask[h] = False
         open_mask[g] = True
         return gain
@@ -404,8 +430,9 @@ def _relieve_interference(state: _State, budget: float, config: EngineConfig, de
                 excess = _move_counting_excess(state, t, to)
                 gain = (float(p.open_weight[h]) * closes - float(p.open_weight[to]) * opens
                         - w * excess - p.weights.moves * extra)
+                within = state.within_risk()
                 state.move(t, h)
-                if gain > best_gain:
+                if gain > best_gain and within:
                     best_gain, best_to = gain, to
             if best_to >= 0:
                 state.move(t, best_to)
@@ -456,7 +483,8 @@ def solve_engine(
                 if evaluate(problem, state.assign).objective >= evaluate(problem, emptied_first.assign).objective:
                     state = emptied_first
         # With a budget that covers every movable task, a full repack's construction is allowed too.
-        unbound = full or budget >= int(problem.movable.sum())
+        # A construction ignores the --max-new-at-risk guard, so with one the search starts from the current placement only.
+        unbound = (full or budget >= int(problem.movable.sum())) and state.risk_limit is None
         if unbound and hosts_per_arch is not None and not timed_out:
             for keep in (True, False):
                 built = construct_repack(problem, hosts_per_arch, task_arch, keep_in_place=keep)
@@ -500,6 +528,8 @@ def _lns(state: _State, config: EngineConfig, rng: np.random.Generator, deadline
     p = state.p
     best = evaluate(p, state.assign).objective
     stale = 0
+    # CP-SAT does not model the --max-new-at-risk count: sub-solve without it, keep only results that respect it.
+    sub_p = p.with_(weights=replace(p.weights, max_new_at_risk=None)) if p.weights.max_new_at_risk is not None else p
     # Empty hosts with the cheapest capacity join every neighbourhood, so the search can move
     # load onto better architectures, not only among hosts already open.
     per_capacity = p.open_weight / np.maximum((p.capacity[:, list(p.frag_dims)] / p.frag_scale).sum(axis=1), 1e-12)
@@ -510,7 +540,7 @@ def _lns(state: _State, config: EngineConfig, rng: np.random.Generator, deadline
         open_hosts = np.flatnonzero(state.count > 0)
         if whole:
             tasks, hosts = np.flatnonzero(p.movable), np.arange(p.n_hosts)
-            result = solve_subproblem(p, state.assign, tasks, hosts, time_limit=max(config.lns_time, deadline - time.perf_counter() - 0.1),
+            result = solve_subproblem(sub_p, state.assign, tasks, hosts, time_limit=max(config.lns_time, deadline - time.perf_counter() - 0.1),
                                       seed=int(rng.integers(1 << 30)))
             if result.objective < best - 1e-9 and not violations(p, result.assign):
                 for t in np.flatnonzero(result.assign != state.assign):
@@ -536,7 +566,7 @@ def _lns(state: _State, config: EngineConfig, rng: np.random.Generator, deadline
         if len(tasks) == 0 or len(tasks) > 400:
             stale += 1
             continue
-        result = solve_subproblem(p, state.assign, tasks, hosts, time_limit=config.lns_time, seed=int(rng.integers(1 << 30)))
+        result = solve_subproblem(sub_p, state.assign, tasks, hosts, time_limit=config.lns_time, seed=int(rng.integers(1 << 30)))
         if result.objective < best - 1e-9 and not violations(p, result.assign):
             changed = np.flatnonzero(result.assign != state.assign)
             for t in changed:
