@@ -427,8 +427,9 @@ def _why(change: PaperChange, meta: dict[str, Any], rows: dict[str, pd.Series], 
         return (f"Definition: measured on the {meta['yardstick']} yardstick (capacity unused by p99 usage on occupied hosts) for both "
                 f"configurations; the paper measures each under its own limits. Move budget: {budget_text}.")
     share = before["tasks_at_risk"] / meta["n_tasks"] if meta["n_tasks"] else float("nan")
-    return (f"Trace shape: {fmt_share(share)} of the tasks are at risk before any move (Table III scores assigned by workload class, "
-            f"not measured per service as in the paper; two scored tasks on one host usually sum above 1). Move budget: {budget_text}.")
+    return (f"Trace shape: {fmt_share(share)} of the tasks are at risk before any move (each task has its workload class's "
+            f"Table III scores, as in the paper's Section III-C, and those are 0.6 or more per dimension even on the largest host: "
+            f"two scored tasks on one host sum above 1). Move budget: {budget_text}.")
 
 
 def _paper_section(comparison: pd.DataFrame, meta: dict[str, Any]) -> Section:

@@ -391,6 +391,10 @@ def _empty_hosts(state: _State, budget: float, full: bool, config: EngineConfig,
     return False
 
 
+#: Relief candidates in a row that may fail before a relief pass stops (see :func:`_relieve_interference`).
+RELIEF_PATIENCE = 500
+
+
 def _relieve_interference(state: _State, budget: float, config: EngineConfig, deadline: float, report) -> bool:
     """Single-task moves off hosts over their sensitivity limit, while each lowers the objective.
 
@@ -405,19 +409,23 @@ def _relieve_interference(state: _State, budget: float, config: EngineConfig, de
     p = state.p
     w = p.weights.sensitivity
     for sweep in range(config.passes):
-        gained = 0.0
+        gained, misses = 0.0, 0
         norm = state.sens * state.inv_sens_cap
         own = p.sens_demand * state.inv_sens_cap[state.assign]
         here = norm[state.assign]
         relief = (np.clip(here - 1.0, 0.0, None) - np.clip(here - own - 1.0, 0.0, None)).sum(axis=1)
-        order = np.flatnonzero((relief > 1e-12) & p.movable)
+        order = np.flatnonzero((relief > 1e-12) & p.movable & ((state.assign != p.current) | (state.moves < budget)))
         order = order[np.argsort(-relief[order], kind="stable")]
         for k, t in enumerate(order.tolist()):
+            if misses >= RELIEF_PATIENCE:
+                break  # candidates come in decreasing relief: after this many misses in a row the rest rarely pay
             if k % 64 == 0:
                 if time.perf_counter() > deadline:
                     return True
                 report(f"relieve interference, pass {sweep + 1}")
             h = int(state.assign[t])
+            if h == p.current[t] and state.moves >= budget:
+                continue  # leaving home costs a move the budget no longer has
             if state.excess(np.array([h]))[0] <= 1e-12:
                 continue  # earlier moves already relieved this host
             best_gain, best_to = 1e-9, -1
@@ -437,6 +445,9 @@ def _relieve_interference(state: _State, budget: float, config: EngineConfig, de
             if best_to >= 0:
                 state.move(t, best_to)
                 gained += best_gain
+                misses = 0
+            else:
+                misses += 1
         log.info("relief pass %d: objective gain %.4f, moves %d", sweep + 1, gained, state.moves)
         if gained <= 1e-9:
             break
