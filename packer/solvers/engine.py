@@ -116,8 +116,9 @@ class _State:
         if frm == to:
             return
         spread = p.spread_host is not None or p.spread_domain is not None
-        rows = np.array([frm, to] if frm >= 0 else [to])
-        if self.risk_limit is not None:
+        guarded = self.risk_limit is not None
+        if guarded:
+            rows = np.array([frm, to] if frm >= 0 else [to])
             self.at_risk -= int(self.host_risk(rows).sum())
         if frm >= 0:
             self.loads[frm] -= p.demand[t]
@@ -142,7 +143,7 @@ class _State:
         self.assign[t] = to
         if self.rp_guard is not None:
             self.rp_guard.refresh((frm, to))
-        if self.risk_limit is not None:
+        if guarded:
             self.at_risk += int(self.host_risk(rows).sum())
 
     def host_risk(self, rows: np.ndarray) -> np.ndarray:
@@ -398,7 +399,7 @@ RELIEF_PATIENCE = 500
 def _relieve_interference(state: _State, budget: float, config: EngineConfig, deadline: float, report) -> bool:
     """Single-task moves off hosts over their sensitivity limit, while each lowers the objective.
 
-    Emptying hosts only ever adds sensitivity excess; with a sensitivity weight that
+    Emptying hosts piles their tasks onto others; with a sensitivity weight that
     makes Eq. 4's interference worth more than the cost a host saves, the budget is
     better spent moving the tasks that relieve the most excess to the open host where
     they add the least, or to an empty host when the relief pays for opening it.
