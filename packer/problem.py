@@ -214,7 +214,7 @@ def build_problem(
     if weights.max_new_at_risk is not None and weights.max_new_at_risk < 0:
         raise InputError(f"--max-new-at-risk must be >= 0, got {weights.max_new_at_risk}")
     if weights.max_new_at_risk is not None and weights.goal == "fair":
-        raise InputError("--max-new-at-risk guards the tco and hosts goals; --goal fair already lifts the tasks at risk first")
+        raise InputError("--max-new-at-risk guards the tco and hosts goals; --goal fair raises the lowest relative performance instead")
     if max_moves is not None and max_moves < 0:
         raise InputError(f"--max-moves must be >= 0 or 'unlimited', got {max_moves}")
     for name, value in (("spread per host", spread_host), ("spread per domain", spread_domain)):
