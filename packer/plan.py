@@ -53,7 +53,7 @@ from packer.moves import MOVE_COLUMNS, order_moves
 from packer.presets import DEFAULT_PRESETS
 from packer.problem import PlacementProblem, Weights
 from packer.solvers.result import SolveResult
-from packer.trace import FLEET_FILE, read_parquet_table
+from packer.trace import FLEET_FILE, read_json_object, read_parquet_table
 
 log = logging.getLogger(__name__)
 
@@ -410,12 +410,7 @@ def read_plan(path: str | Path) -> Plan:
     placement = read_parquet_table(path / PLACEMENT_FILE, ("task_id", "host_id"), incomplete)
     moves = read_parquet_table(path / MOVES_FILE, MOVE_COLUMNS, incomplete)
     summary_file = path / SUMMARY_FILE
-    if not summary_file.exists():
-        raise InputError([Problem(str(summary_file), "", "file not found", 0)])
-    try:
-        summary = json.loads(summary_file.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError([Problem(str(summary_file), "", f"not valid JSON: {exc}", 0)]) from None
-    if not isinstance(summary, dict) or not isinstance(summary.get("context"), dict):
+    summary = read_json_object(summary_file)
+    if not isinstance(summary.get("context"), dict):
         raise InputError([Problem(str(summary_file), "context", "missing: not a packer plan summary", 0)])
     return Plan(path=path, placement=placement, moves=moves, summary=summary, context=PlanContext.from_dict(summary["context"], str(summary_file)))

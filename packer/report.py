@@ -31,7 +31,6 @@ from __future__ import annotations
 import base64
 import html
 import io
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +45,7 @@ from packer.errors import InputError, Problem
 from packer.plan import FORMAT as PLAN_FORMAT
 from packer.plan import SUMMARY_FILE
 from packer.sweep import BASELINE, OPTIMIZER, SWEEP_FILE, Sweep, read_sweep, weight_label
+from packer.trace import read_json_object
 
 REPORT_DIR = "report"
 HTML_FILE = "report.html"
@@ -218,10 +218,7 @@ def _read_summaries(sweep: Sweep, points: pd.DataFrame) -> dict[str, dict[str, A
     out: dict[str, dict[str, Any]] = {}
     for _, row in points.iterrows():
         path = sweep.path / row["plan"] / SUMMARY_FILE
-        try:
-            out[row["point"]] = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise InputError([Problem(str(path), "", f"plan summary of sweep point {row['point']} unreadable: {exc}", 0)]) from None
+        out[row["point"]] = read_json_object(path, f"file not found (the plan summary of sweep point {row['point']})")
     return out
 
 
@@ -662,11 +659,8 @@ def report_sections(source: str | Path) -> tuple[str, str, list[Section]]:
         return "sweep", f"Sweep report: {Path(sweep.meta['trace']).name}", sweep_sections(sweep)
     summary_file = source / SUMMARY_FILE
     if summary_file.exists():
-        try:
-            summary = json.loads(summary_file.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise InputError([Problem(str(summary_file), "", f"not valid JSON: {exc}", 0)]) from None
-        if not isinstance(summary, dict) or "context" not in summary:
+        summary = read_json_object(summary_file)
+        if "context" not in summary:
             raise InputError([Problem(str(summary_file), "context", "missing: not a packer plan summary", 0)])
         return "plan", f"Plan report: {Path(summary['context']['trace']).name}, {summary['context']['config']}", plan_sections(summary)
     raise InputError(f"{source}: neither a sweep folder ({SWEEP_FILE}) nor a plan folder ({SUMMARY_FILE})")

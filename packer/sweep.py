@@ -76,7 +76,7 @@ from packer.plan import PLACEMENT_STATUSES, SUMMARY_FILE, PlanContext, fleet_cho
 from packer.presets import DEFAULT_PRESETS, Preset, load_presets
 from packer.problem import GOALS, PlacementProblem, Weights
 from packer.rpf import relative_performance
-from packer.trace import Trace, read_parquet_table, read_trace
+from packer.trace import Trace, read_json_object, read_parquet_table, read_trace
 
 log = logging.getLogger(__name__)
 
@@ -462,14 +462,11 @@ def read_sweep(path: str | Path) -> Sweep:
     """Read a sweep folder written by :func:`run_sweep`; a missing or unreadable part raises :class:`InputError`."""
     path = Path(path)
     meta_file, table_file = path / SWEEP_FILE, path / TABLE_FILE
-    for f in (meta_file, table_file):
-        if not f.exists():
-            raise InputError([Problem(str(f), "", "file not found (not a sweep folder, or an incomplete one)", 0)])
-    try:
-        meta = json.loads(meta_file.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError([Problem(str(meta_file), "", f"not valid JSON: {exc}", 0)]) from None
-    if not isinstance(meta, dict) or meta.get("format") != SWEEP_FORMAT:
-        raise InputError([Problem(str(meta_file), "format", f"expected {SWEEP_FORMAT}, got {meta.get('format') if isinstance(meta, dict) else meta!r}", 0)])
+    incomplete = "file not found (not a sweep folder, or an incomplete one)"
+    if not table_file.exists():
+        raise InputError([Problem(str(table_file), "", incomplete, 0)])
+    meta = read_json_object(meta_file, incomplete)
+    if meta.get("format") != SWEEP_FORMAT:
+        raise InputError([Problem(str(meta_file), "format", f"expected {SWEEP_FORMAT}, got {meta.get('format')}", 0)])
     table = read_parquet_table(table_file, TABLE_COLUMNS)
     return Sweep(path, table, meta)

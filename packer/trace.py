@@ -11,6 +11,8 @@ ever read.
 """
 from __future__ import annotations
 
+import json
+
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -77,6 +79,20 @@ def read_parquet_table(path: Path, columns: tuple[str, ...] = (), not_found: str
     if missing:
         raise InputError([Problem(str(path), ", ".join(missing), f"required column missing (the file has: {', '.join(table.columns)})", 0)])
     return table
+
+
+def read_json_object(path: Path, not_found: str = "file not found") -> dict:
+    """Read one JSON file holding an object; a missing, unreadable or non-object file raises
+    :class:`InputError` naming the file (``not_found`` is the message for a missing file)."""
+    if not path.exists():
+        raise InputError([Problem(str(path), "", not_found, 0)])
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError([Problem(str(path), "", f"not valid JSON: {exc}", 0)]) from None
+    if not isinstance(doc, dict):
+        raise InputError([Problem(str(path), "", f"expected a JSON object, got {type(doc).__name__}", 0)])
+    return doc
 
 
 def check_usage_schema(dataset: ds.Dataset, file: str) -> list[Problem]:
