@@ -1,6 +1,6 @@
 """The sweep and its report on the real traces in ../shared/data (issue 6, item 5).
 
-    python benchmarks/bench_real_traces.py [--time-limit 60] [--max-moves 400] [--verify] [--only bitbrains|openb]
+    python benchmarks/bench_real_traces.py [--time-limit 60] [--max-moves 400] [--verify] [--only bitbrains|openb] [--solver engine]
 
 * Bitbrains Rnd 2013-7 (100 VMs, requests and 5-minute usage): imported with
   ``packer import bitbrains ../shared/data/bitbrains-rnd-2013-7 --drop-unfit`` into
@@ -62,6 +62,7 @@ def main() -> None:
     parser.add_argument("--max-moves", type=int, default=400)
     parser.add_argument("--verify", action="store_true", help="Also run packer verify on every plan.")
     parser.add_argument("--only", choices=sorted(TRACES), default=None, help="Run one trace only.")
+    parser.add_argument("--solver", default="auto", help="The sweep's optimizer (auto picks the exact CBC model up to 200 tasks).")
     args = parser.parse_args()
     if not SHARED.exists():
         print(f"skipped: {SHARED} is absent; the real traces (Bitbrains, openb) are not in a user's checkout")
@@ -72,7 +73,9 @@ def main() -> None:
         if trace is None:
             continue
         print(f"\n=== {name} ===", flush=True)
-        failed += run(trace, WORK / f"sweep-{name}", SweepOptions(max_moves=args.max_moves, time_limit_s=args.time_limit), args.verify)
+        failed += run(trace, WORK / f"sweep-{name}", SweepOptions(max_moves=args.max_moves, time_limit_s=args.time_limit, solver=args.solver),
+                      args.verify,
+                      directions_required=False)
     sys.exit(1 if failed else 0)
 
 

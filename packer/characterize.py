@@ -26,8 +26,18 @@ from packer.atomic import atomic_dir
 from packer.classes import DEFAULT_KMAX, ClassResult, classify_tasks
 from packer.errors import InputError, Problem
 from packer.fleet import Fleet
-from packer.normalize import NormalizedSensitivity, normalize_scores, sensitivity_capacity, sensitivity_demand
+from packer.normalize import (
+    DEFAULT_SENSITIVITY_BASIS,
+    NormalizedSensitivity,
+    check_basis,
+    host_share,
+    normalize_scores,
+    sensitivity_capacity,
+    sensitivity_demand,
+    to_compute_units,
+)
 from packer.sensitivity import (
+    DEFAULT_CLASS_AGGREGATE,
     DEFAULT_SENSITIVITY,
     SensitivityAssignment,
     SensitivityTable,
@@ -61,6 +71,8 @@ class Characterization:
     tasks: pd.DataFrame
     profiles_source: str
     inferred: pd.DataFrame
+    basis: str = DEFAULT_SENSITIVITY_BASIS
+    aggregate: str = DEFAULT_CLASS_AGGREGATE
 
 
 def read_profiles(path: str | Path, trace: Trace) -> pd.DataFrame:
@@ -83,16 +95,17 @@ def read_profiles(path: str | Path, trace: Trace) -> pd.DataFrame:
 
 
 def task_table(classes: ClassResult, services: pd.Series, scores: SensitivityAssignment, normalized: NormalizedSensitivity,
-               eligible: np.ndarray, fleet: Fleet) -> pd.DataFrame:
+               eligible: np.ndarray, fleet: Fleet, basis: str = DEFAULT_SENSITIVITY_BASIS, need_cu: np.ndarray | None = None) -> pd.DataFrame:
     """The per-task table, wide layout.
 
     Columns: ``task_id``, ``service``, ``arch`` (current), ``type``, ``class``,
     ``class_level``, ``profiled``; the clustering features ``cpu_cores`` (p99
     cores on the current host), ``cpu_cu`` (compute units), ``cpu_ref_cores``,
-    ``mem_gib``, ``net_gbps``; per sensitivity dimension d: ``d_sens`` (score as
-    measured on ``measured_on``), ``d_sens_demand`` (``s · g_d(measured_on)``, the
-    linear "sensitivity as a resource" demand against host capacity ``g_d(A)``) and
-    ``d_sens_<arch>`` (Eq. 1 normalized score on each architecture);
+    ``mem_gib``, ``net_gbps``; ``need_cu`` (requested CPU in compute units, what a
+    score is a fraction of on the ``need`` basis); per sensitivity dimension d:
+    ``d_sens`` (score as measured on ``measured_on``), ``d_sens_demand`` (the linear
+    "sensitivity as a resource" demand on ``basis``, :func:`packer.normalize.sensitivity_demand`)
+    and ``d_sens_<arch>`` (Eq. 1 normalized score on each architecture);
     ``measured_on``, ``score_source``, ``score_class``, ``scores_inferred``; ``eligible_archs`` and
     ``ineligible_archs`` (``|``-separated; by sensitivity only: a task's
     ``allowed_archs`` constraint is applied when the problem is built).
@@ -101,9 +114,10 @@ def task_table(classes: ClassResult, services: pd.Series, scores: SensitivityAss
     out["service"] = services.to_numpy()
     out = pd.concat([out, classes.tasks.drop(columns="task_id")], axis=1)
     measured_on = scores.tasks["measured_on"].to_numpy(dtype=object)
+    out["need_cu"] = need_cu
     for dim in scores.dims:
         out[f"{dim}_sens"] = scores.tasks[dim].to_numpy()
-        out[f"{dim}_sens_demand"] = sensitivity_demand(scores.tasks[dim].to_numpy(), measured_on, fleet, dim)
+        out[f"{dim}_sens_demand"] = sensitivity_demand(scores.tasks[dim].to_numpy(), measured_on, fleet, dim, basis, need_cu)
     for col in ("measured_on", "score_source", "score_class", "scores_inferred"):
         out[col] = scores.tasks[col].to_numpy()
     wide = {f"{dim}_sens_{arch}": normalized.values[dim][:, j] for dim in scores.dims for j, arch in enumerate(normalized.archs)}
@@ -128,6 +142,9 @@ def characterize(
     percentile: float = 99,
     profiles_source: str = "profiles",
     infer: bool = False,
+    aggregate: str = DEFAULT_CLASS_AGGREGATE,
+    basis: str = DEFAULT_SENSITIVITY_BASIS,
+    reference: pd.DataFrame | None = None,
 ) -> Characterization:
     """Classes, sensitivity scores and per-architecture eligibility for every task of ``trace``.
 
@@ -136,19 +153,28 @@ def characterize(
     gives. ``sensitivity``: a table path (validated against the trace's fleet and
     services) or a loaded table. ``infer``: accept empty score cells in the table
     and fill them by collaborative filtering (:func:`packer.sensitivity.fill_missing_scores`).
+    ``aggregate``: how class scores are formed from measured services (``mean`` or
+    ``max``, :func:`packer.sensitivity.assign_scores`); ``basis``: what a score is a
+    fraction of (:mod:`packer.normalize`), which decides eligibility; ``reference``:
+    the class centres of an earlier characterization to keep
+    (:func:`packer.classes.read_reference_classes`).
     """
+    check_basis(basis)
     fleet = trace.fleet
     if not isinstance(sensitivity, SensitivityTable):
         sensitivity = load_sensitivity(sensitivity, fleet, services=trace.tasks["service"].dropna().unique(), allow_missing=infer)
     table, inferred = fill_missing_scores(sensitivity, fleet, seed=seed) if infer else (sensitivity, pd.DataFrame())
-    classes = classify_tasks(profiles, trace.tasks, trace.hosts, fleet, k=k, kmax=kmax, seed=seed, percentile=percentile, source=profiles_source)
+    classes = classify_tasks(profiles, trace.tasks, trace.hosts, fleet, k=k, kmax=kmax, seed=seed, percentile=percentile,
+                             source=profiles_source, reference=reference)
     classified = classes.tasks[["task_id", "type", "class", "class_level"]].assign(service=trace.tasks["service"].to_numpy())
-    scores = assign_scores(classified, table, fleet)
+    scores = assign_scores(classified, table, fleet, aggregate, classes.centroids)
     normalized = normalize_scores(scores.tasks, fleet, scores.dims)
-    eligible = normalized.eligibility()
-    tasks = task_table(classes, trace.tasks["service"], scores, normalized, eligible, fleet)
+    need_cu = to_compute_units(trace.tasks["cpu_request"].to_numpy(dtype=float), classes.tasks["arch"].to_numpy(), fleet)
+    eligible = normalized.eligibility(host_share(need_cu, fleet) if basis == "need" else None)
+    tasks = task_table(classes, trace.tasks["service"], scores, normalized, eligible, fleet, basis, need_cu)
     return Characterization(trace_name=trace.name, fleet=fleet, classes=classes, table=table, scores=scores,
-                            normalized=normalized, eligible=eligible, tasks=tasks, profiles_source=profiles_source, inferred=inferred)
+                            normalized=normalized, eligible=eligible, tasks=tasks, profiles_source=profiles_source, inferred=inferred,
+                            basis=basis, aggregate=aggregate)
 
 
 def class_sensitivity(result: Characterization) -> tuple[pd.DataFrame, NormalizedSensitivity]:
@@ -209,19 +235,25 @@ def render_report(result: Characterization) -> str:
     lines += [f"WCSS (standardized units) for k = 1..kmax; chosen {chosen}. See `wcss.png`.", "", _markdown(curve, "{:.4g}"), "", "![WCSS](wcss.png)", ""]
 
     sources = t["score_source"].value_counts()
+    basis_text = {
+        "need": "a score is the share of the task's own requested need it must be guaranteed; on a host the summed "
+                "`score (Eq. 1) × task's share of the host` must stay ≤ 1 (basis `need`)",
+        "host": "a score is the share of the whole host the task must be guaranteed; on a host the summed Eq. 1 "
+                "scores must stay ≤ 1 (basis `host`)",
+    }[result.basis]
     lines += [
         "## Sensitivity",
         "",
-        "Scores per task: the task's service's measured scores when the table has them, else its class's "
-        "(per dimension the maximum over the class's measured services, expressed on one reference architecture "
-        "with Eq. 1; a class without any takes the nearest scored level of its type). "
+        f"Basis: {basis_text}. Scores per task: the task's service's measured scores when the table has them, else its "
+        f"class's (per dimension the {result.aggregate} over the class's measured services, expressed on one reference "
+        "architecture with Eq. 1; a class without any takes the scores of the scored class whose centre is nearest, "
+        "of its own type or another). "
         "Score sources: " + ", ".join(f"{name} {sources.get(name, 0)}" for name in ("service", "class", "nearest-class", "none")) + ".",
         "",
     ]
     if sources.get("none", 0):
-        types = ", ".join(sorted(t.loc[t["score_source"] == "none", "type"].unique()))
-        lines += [f"**{sources['none']} tasks have no sensitivity scores** (type {types}: no measured service or class row); "
-                  "they are not constrained by sensitivity.", ""]
+        lines += [f"**{sources['none']} tasks have no sensitivity scores**: the table scores no class of this trace "
+                  "(no measured service in the trace and no class row); they are not constrained by sensitivity.", ""]
     if len(result.inferred):
         lines += ["Scores filled by collaborative filtering (`--infer`; confidence = 1 - expected relative error):", "",
                   _markdown(result.inferred), ""]
@@ -234,18 +266,16 @@ def render_report(result: Characterization) -> str:
             frame.insert(0, "class", scored["class"].to_numpy())
             frame.insert(0, "type", scored["type"].to_numpy())
             lines += [f"`{dim}` sensitivity normalized to each architecture (Eq. 1; bold = above 1):", "", _markdown(frame), ""]
-        elig = normalized.eligibility()
-        blocked = []
-        for i in range(len(scored)):
-            why = [f"{arch} ({', '.join(d for d in dims if normalized.values[d][i, j] > 1 + 1e-9)})"
-                   for j, arch in enumerate(normalized.archs) if not elig[i, j]]
-            blocked.append("; ".join(why) or "none")
-        lines += ["Architectures each class may not use (normalized score above 1 in the listed dimensions):", "",
-                  _markdown(pd.DataFrame({"type": scored["type"], "class": scored["class"], "ineligible architectures": blocked})), ""]
-    caps = pd.DataFrame({f"g_{d}": sensitivity_capacity(result.fleet, d) for d in dims}).reset_index(names="arch")
-    lines += ["Per-host sensitivity capacity g_k(A) (`cpu`: throughput score; others: Gbps per core). A task's demand "
-              "is `s · g_k(measured_on)` (`<dim>_sens_demand` in tasks.parquet); the sum on a host should stay below g_k(A).", "",
-              _markdown(caps, "{:.4g}"), ""]
+    caps = pd.DataFrame({f"{d} capacity": sensitivity_capacity(result.fleet, d, result.basis) for d in dims}).reset_index(names="arch")
+    unit = ("g_k(A) · score_A: `cpu` score², others Gbps per core × score" if result.basis == "need"
+            else "g_k(A): `cpu` throughput score, others Gbps per core")
+    lines += [f"Per-host sensitivity capacity ({unit}). A task's demand is `<dim>_sens_demand` in tasks.parquet; "
+              "the sum on a host should stay within the capacity, and a task whose demand alone exceeds an "
+              "architecture's capacity may not move there.", "", _markdown(caps, "{:.4g}"), ""]
+    blocked = pd.DataFrame(~result.eligible, columns=list(result.normalized.archs))
+    blocked[["type", "class"]] = t[["type", "class"]].to_numpy()
+    per_class = blocked.groupby(["type", "class"])[list(result.normalized.archs)].sum().astype(int).reset_index()
+    lines += ["Tasks that may not use each architecture (by sensitivity), per class:", "", _markdown(per_class), ""]
     by_arch = pd.DataFrame({"arch": list(result.normalized.archs), "tasks eligible": result.eligible.sum(axis=0),
                             "tasks ineligible": (~result.eligible).sum(axis=0)})
     lines += ["Tasks eligible per architecture (by sensitivity):", "", _markdown(by_arch), ""]

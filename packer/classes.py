@@ -37,6 +37,15 @@ p99/request ratio for that dimension, and are assigned to the nearest centroid
 (they do not move the centroids); ``profiled`` is False for them. A type with
 no profiled task at all is clustered on those estimates.
 
+Stable classes. With a ``reference`` (the ``classes.parquet`` of an earlier
+characterization, :func:`read_reference_classes`) no K-means is fitted for a type
+the reference has: each task takes the class of the nearest reference centre, in
+the reference's own standardized log space (its per-type feature scales are stored
+with the centres). A task whose profile barely changed then keeps its class, and
+the class labels, the number of classes and the scores tied to them stay as they
+were (``packer characterize --classes-from``). Types the reference lacks are
+clustered afresh.
+
 K-means is scikit-learn's :class:`~sklearn.cluster.KMeans` (``n_init`` fixed,
 ``random_state`` = seed, so runs are deterministic for a seed), or
 :class:`~sklearn.cluster.MiniBatchKMeans` above :data:`MINIBATCH_ABOVE` tasks in a
@@ -47,6 +56,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -136,7 +146,9 @@ class ClassResult:
     ``mem_gib``, ``net_gbps``.
     ``centroids``: per (type, class): ``k``, ``n_tasks``, ``cpu_cu``,
     ``cpu_ref_cores``, ``mem_gib``, ``net_gbps`` (centroids mapped back from the
-    standardized log space, i.e. geometric-mean-like centres).
+    standardized log space, i.e. geometric-mean-like centres) and the type's
+    feature scales ``scale_cpu``, ``scale_mem``, ``scale_net`` (standard deviations
+    of the log1p features: distances to the centres are measured in these units).
     ``wcss``: per (type, k): ``wcss`` (standardized units) and ``chosen``.
     ``chosen_k``: per type.
     """
@@ -151,6 +163,40 @@ class ClassResult:
 
 
 _FEATURE_UNITS = {"cpu": "cpu_ref_cores", "mem": "mem_gib", "net": "net_gbps"}
+_SCALES = [f"scale_{d}" for d in CLASS_DIMS]
+#: Columns a reference ``classes.parquet`` must have (:func:`read_reference_classes`).
+REFERENCE_COLUMNS = ("type", "class", "class_level", "k", *_FEATURE_UNITS.values(), *_SCALES)
+
+
+def read_reference_classes(path) -> pd.DataFrame:
+    """The class centres of an earlier characterization: its ``classes.parquet``, or the folder holding it.
+
+    Raises :class:`InputError` naming the file when it is missing, unreadable or
+    lacks a column of :data:`REFERENCE_COLUMNS` (characterizations written before
+    the scales were stored cannot serve as a reference: characterize again).
+    """
+    from packer.trace import read_parquet_table
+
+    path = Path(path)
+    if path.is_dir():
+        path = path / "classes.parquet"
+    table = read_parquet_table(path, not_found="reference classes not found (give a characterization folder or its classes.parquet)")
+    missing = [c for c in REFERENCE_COLUMNS if c not in table.columns]
+    if missing:
+        raise InputError([Problem(str(path), ", ".join(missing), "required column missing (a characterization written by an "
+                                  "older packer has no feature scales: characterize again)", 0)])
+    bad = ~np.isfinite(table[[*_FEATURE_UNITS.values(), *_SCALES]].to_numpy(dtype=float)).all(axis=1)
+    if bad.any():
+        raise InputError([Problem(str(path), "centres, scales", "not finite", int(bad.sum()))])
+    return table
+
+
+def _nearest_reference(logged: np.ndarray, centres: pd.DataFrame) -> np.ndarray:
+    """Index (into ``centres``) of the nearest centre for each row of log1p features, in the reference's scaled space."""
+    scale = centres[_SCALES].to_numpy(dtype=float)[0]
+    scale = np.where(scale > 0, scale, 1.0)
+    points = np.log1p(centres[list(_FEATURE_UNITS.values())].to_numpy(dtype=float)) / scale
+    return np.argmin(((logged[:, None, :] / scale - points[None, :, :]) ** 2).sum(axis=2), axis=1)
 
 
 def task_types(tasks: pd.DataFrame, hosts: pd.DataFrame, fleet: Fleet) -> pd.DataFrame:
@@ -207,6 +253,7 @@ def classify_tasks(
     seed: int = 0,
     percentile: float = 99,
     source: str = "profiles",
+    reference: pd.DataFrame | None = None,
 ) -> ClassResult:
     """Cluster tasks into workload classes per umbrella host type.
 
@@ -215,6 +262,7 @@ def classify_tasks(
     ``task_id``, ``host_id`` and ``<dim>_request``; ``hosts`` maps ``host_id`` to
     ``arch``. ``k`` fixes the number of classes, else the elbow of the WCSS curve
     over 1..``kmax`` is used. ``source`` names the profiles in error messages.
+    ``reference``: class centres to keep (:func:`read_reference_classes`; module doc).
     """
     if k is not None and k < 1:
         raise InputError(f"--k must be at least 1, got {k}")
@@ -230,6 +278,17 @@ def classify_tasks(
     wcss_rows, centroid_rows, chosen = [], [], {}
     for utype in sorted(where["type"].dropna().unique()):
         members = np.flatnonzero(where["type"].to_numpy() == utype)
+        fixed = None if reference is None else reference[reference["type"].astype(str) == str(utype)].reset_index(drop=True)
+        if fixed is not None and len(fixed):
+            nearest = _nearest_reference(logged[members], fixed)
+            label[members] = fixed["class"].to_numpy(dtype=object)[nearest]
+            level[members] = fixed["class_level"].to_numpy(dtype=float)[nearest]
+            chosen[str(utype)] = int(fixed["k"].iloc[0])
+            counts = np.bincount(nearest, minlength=len(fixed))
+            centroid_rows += [{**row, "n_tasks": int(n)} for row, n in zip(fixed.drop(columns="n_tasks", errors="ignore").to_dict("records"), counts)]
+            continue
+        if fixed is not None:
+            log.warning("type %s is not in the reference classes; clustering it afresh", utype)
         fit_on = members[feats["profiled"].to_numpy()[members]]
         if len(fit_on) == 0:
             log.warning("type %s: no task has a usage profile; clustering on request-based estimates", utype)
@@ -270,6 +329,7 @@ def classify_tasks(
                 "type": str(utype), "class": names[c], "class_level": class_level(names[c]), "k": kk, "n_tasks": int(counts[c]),
                 "cpu_cu": float(row[0]) * ref["score"] / ref["cores"],
                 "cpu_ref_cores": float(row[0]), "mem_gib": float(row[1]), "net_gbps": float(row[2]),
+                **{name: float(v) for name, v in zip(_SCALES, std)},
             })
 
     out = pd.DataFrame({"task_id": tasks["task_id"].astype(str).to_numpy(), "arch": where["arch"].to_numpy(), "type": where["type"].astype(str).to_numpy(),

@@ -73,6 +73,23 @@ _skip_opt = click.option(
 )
 
 
+def _sensitivity_opts(command):
+    """--sensitivity-basis, --class-scores and --classes-from: how sensitivity scores are read and assigned."""
+    command = click.option(
+        "--classes-from", "classes_from", type=click.Path(exists=True, path_type=Path), default=None,
+        help="Keep the workload classes of an earlier characterization (its folder or classes.parquet): each task takes "
+             "the nearest of its class centres instead of a new K-means fit, so classes and their scores stay stable.")(command)
+    command = click.option(
+        "--class-scores", "class_scores", type=click.Choice(["mean", "max"]), default="mean", show_default=True,
+        help="A class's scores from its measured services: their mean (the paper: tasks of a class behave alike) "
+             "or their maximum (conservative).")(command)
+    return click.option(
+        "--sensitivity-basis", "sensitivity_basis", type=click.Choice(["need", "host"]), default="need", show_default=True,
+        help="What a sensitivity score is a fraction of. need: the task's own requested need, so a host is within its "
+             "limit while the summed score x share-of-host stays <= 1 (the paper's Section III-C); host: the whole "
+             "host, so the summed scores stay <= 1.")(command)
+
+
 def _report_skipped(skipped: dict) -> None:
     for (file, column, reason), count in skipped.items():
         click.secho(f"skipped {count} usage rows of {file}: column '{column}': {reason}", fg="yellow", err=True)
@@ -155,9 +172,11 @@ def profile(trace: Path, fleet: Path | None, percentiles: tuple[float, ...], win
               help="Sensitivity table (CSV). Default: models/sensitivity.csv (the paper's Table III).")
 @_fleet_opt
 @click.option("--infer", is_flag=True, help="Accept empty score cells in the sensitivity table and fill them by collaborative filtering.")
+@_sensitivity_opts
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Output folder. Default: out/<trace>/characterization.")
 def characterize(trace: Path, profiles_path: Path | None, k: int | None, kmax: int, seed: int, sensitivity_path: Path | None,
-                 fleet: Path | None, infer: bool, out: Path | None) -> None:
+                 fleet: Path | None, infer: bool, out: Path | None, sensitivity_basis: str = "need", class_scores: str = "mean",
+                 classes_from: Path | None = None) -> None:
     """Workload classes (K-means per host type), sensitivity per task, eligibility per architecture.
 
     Writes tasks.parquet (class, features, raw and Eq.-1-normalized sensitivity per
@@ -169,6 +188,7 @@ def characterize(trace: Path, profiles_path: Path | None, k: int | None, kmax: i
     from packer.atomic import refuse_to_overwrite_input
     from packer.characterize import read_profiles, write_characterization
     from packer.characterize import characterize as run_characterize
+    from packer.classes import read_reference_classes
     from packer.sensitivity import DEFAULT_SENSITIVITY
 
     out = out or default_out(trace, "characterization")
@@ -186,8 +206,10 @@ def characterize(trace: Path, profiles_path: Path | None, k: int | None, kmax: i
 
         with _progress_bar("profiling usage", t.usage_dataset().count_rows()) as bar:
             profiles = profile_tasks(t, progress=bar.update).profiles
+    reference = read_reference_classes(classes_from) if classes_from else None
     result = run_characterize(t, profiles, k=k, kmax=kmax, seed=seed, sensitivity=sensitivity_path or DEFAULT_SENSITIVITY,
-                              profiles_source=str(profiles_path or "profiled now"), infer=infer)
+                              profiles_source=str(profiles_path or "profiled now"), infer=infer, aggregate=class_scores,
+                              basis=sensitivity_basis, reference=reference)
     write_characterization(result, out)
     tasks = result.tasks
     click.echo(f"characterized {len(tasks):,} tasks in {time.perf_counter() - start:.1f} s -> {out}")
@@ -200,7 +222,7 @@ def characterize(trace: Path, profiles_path: Path | None, k: int | None, kmax: i
         click.secho(f"{unprofiled:,} tasks had no usage profile: classed by their requests", fg="yellow")
     unscored = int((tasks["score_source"] == "none").sum())
     if unscored:
-        click.secho(f"{unscored:,} tasks have no sensitivity scores (no measured service or class in their type)", fg="yellow")
+        click.secho(f"{unscored:,} tasks have no sensitivity scores (the table scores no class of this trace)", fg="yellow")
     if len(result.inferred):
         click.echo(f"inferred {len(result.inferred)} missing sensitivity scores (see the report)")
     click.echo(f"report: {out / 'report.md'}")
@@ -421,12 +443,14 @@ def _positive_seconds(ctx, param, value):
               help="Reuse a profiles.parquet from `packer profile` (p99, 60 s windows). Default: profile the trace now.")
 @click.option("--sensitivity", "sensitivity_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Sensitivity table (default models/sensitivity.csv); used by p99-sens.")
+@_sensitivity_opts
 @_fleet_opt
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Plan folder. Default: out/<trace>/plan-<config>.")
 def solve(trace: Path, goal: str, config: str, max_moves: int | None, time_limit: float, seed: int, solver: str,
           sensitivity_weight: float, fragmentation_weight: float, move_weight: float, spread_host: int | None,
           spread_domain: int | None, profiles_path: Path | None, sensitivity_path: Path | None, fleet: Path | None, out: Path | None,
-          min_rp: float | None = None, max_new_at_risk: int | None = None) -> None:
+          min_rp: float | None = None, max_new_at_risk: int | None = None, sensitivity_basis: str = "need", class_scores: str = "mean",
+          classes_from: Path | None = None) -> None:
     """Compute a placement plan: free hosts and cost within a move budget.
 
     \b
@@ -461,6 +485,7 @@ def solve(trace: Path, goal: str, config: str, max_moves: int | None, time_limit
         weights=Weights(goal=goal, fragmentation=fragmentation_weight, sensitivity=sensitivity_weight, moves=move_weight, min_rp=min_rp,
                         max_new_at_risk=max_new_at_risk),
         solver=solver, time_limit_s=time_limit, seed=seed,
+        sensitivity_basis=sensitivity_basis, class_scores=class_scores, classes_from=str(classes_from) if classes_from else None,
     )
     profiles = read_profiles(profiles_path, t) if profiles_path else None
     if profiles is None and (preset.percentiles or preset.sensitivity) and t.usage_path is not None:
@@ -521,7 +546,8 @@ def _echo_solve_summary(problem, result, fleet, out: Path, before, after, second
     click.echo(f"\nTCO {before.tco:,.1f} -> {after.tco:,.1f} cost units ({saved / before.tco:.1%} saved); hosts {before.hosts:,} -> {after.hosts:,}; "
                f"{after.moves:,} moves")
     if problem.sens_dims:
-        click.echo(f"tasks at risk of interference (host sensitivity sum > 1): {before.tasks_at_risk:,} -> {after.tasks_at_risk:,}")
+        click.echo(f"tasks at risk of interference (host sensitivity sum > 1, '{problem.sens_basis}' basis): "
+                   f"{before.tasks_at_risk:,} -> {after.tasks_at_risk:,}")
     from packer.metrics import rp_distribution
     from packer.rpf import relative_performance
 
@@ -563,6 +589,9 @@ def problem_trace_hint(out: Path) -> str:
               help="Configurations (Table IV presets); repeat for several.")
 @click.option("--weights", default="0,0.1,0.3,1,3,10", show_default=True,
               help="Comma-separated ladder of sensitivity weights; only configurations with sensitivity (p99-sens) are solved once per weight.")
+@click.option("--refine", type=click.IntRange(min=0), default=5, show_default=True,
+              help="Extra weights solved per configuration with sensitivity, each between the two ladder points farthest "
+                   "apart on TCO vs tasks at risk, so the curve is dense where the trade-off changes.")
 @click.option("--baseline", "baselines", multiple=True, default=["baseline-random", "baseline-least-loaded", "baseline-ffd", "baseline-paragon", "baseline-tarcil"],
               show_default=True, help="Baseline policies to compare; repeat for several.")
 @click.option("--no-baselines", is_flag=True, help="Run no baseline policy.")
@@ -578,12 +607,14 @@ def problem_trace_hint(out: Path) -> str:
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed of every solve.")
 @click.option("--sensitivity", "sensitivity_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Sensitivity table (default models/sensitivity.csv).")
+@_sensitivity_opts
 @_fleet_opt
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Sweep folder. Default: out/<trace>/sweep.")
 @click.option("--report/--no-report", "with_report", default=False, show_default=True, help="Also write the sweep's report (`packer report`).")
 def sweep(trace: Path, configs: tuple[str, ...], weights: str, baselines: tuple[str, ...], no_baselines: bool, no_new_risk: bool, baseline_config: str,
           max_moves: int | None, time_limit: float, solver: str, goal: str, seed: int, sensitivity_path: Path | None, fleet: Path | None,
-          out: Path | None, with_report: bool) -> None:
+          out: Path | None, with_report: bool, sensitivity_basis: str = "need", class_scores: str = "mean",
+          classes_from: Path | None = None, refine: int = 5) -> None:
     """TCO vs SLO: Table IV's configurations, a ladder of sensitivity weights and the baselines under one move budget.
 
     \b
@@ -610,7 +641,8 @@ def sweep(trace: Path, configs: tuple[str, ...], weights: str, baselines: tuple[
     options = SweepOptions(configs=configs, weights=ladder, baselines=() if no_baselines else baselines, baseline_config=baseline_config,
                            max_moves=max_moves, time_limit_s=time_limit, solver=solver, seed=seed, goal=goal,
                            fleet=str(fleet) if fleet else None, sensitivity=str(sensitivity_path) if sensitivity_path else None,
-                           no_new_risk=no_new_risk)
+                           no_new_risk=no_new_risk, sensitivity_basis=sensitivity_basis, class_scores=class_scores,
+                           classes_from=str(classes_from) if classes_from else None, refine=refine)
     started = time.perf_counter()
     t = _load_trace(trace, fleet)
     live = sys.stderr.isatty()
@@ -652,6 +684,8 @@ def _echo_sweep_summary(result, seconds: float) -> None:
         front = ("risk " if r["pareto"] else "") + ("interf" if r["pareto_interference"] else "")
         click.echo(f"{r['point']:<24} {r['solver']:<22} {r['status']:<9} {nums} {r['wall_s']:>7.1f}  {front}")
     cur = meta["current"]
+    if meta.get("sensitivity_basis"):
+        click.echo(f"(tasks at risk on the '{meta['sensitivity_basis']}' sensitivity basis, measured on the {meta['yardstick']} yardstick)")
     click.echo(f"{'current placement':<24} {'':<22} {'':<9} {cur['tco']:>10,.1f} {cur['hosts']:>7,} {cur['tasks_at_risk']:>8,} {cur['interference']:>12,.2f} {0:>6}")
     for name, why in meta["skipped"].items():
         click.secho(f"skipped {name}: {why}", fg="yellow")

@@ -37,21 +37,26 @@ Hosts (:func:`make_hosts`)
     one architecture.
 
 Current placement (:func:`place_by_requests`)
-    What a request-based scheduler could have produced: feasible under requests
-    (per host and dimension, the sum of task requests <= capacity), every job on one
-    architecture or two, at most two tasks of a job per host where possible. Jobs
-    are placed most constrained first (fewest eligible architectures, then largest
-    task); each picks architectures with probability proportional to their
-    remaining room and fills hosts in a random order (randomized first-fit) up to a
-    per-host fill target drawn from ``0.25 + 0.75 * Beta(2, 1)``, which stands in
-    for the holes that departed tasks leave on a long-running pool; if that strands
-    a job (small or crowded pools), the placement is redone with plain first-fit.
-    A named service only goes where its Eq. 1-normalized Table III scores are all
-    <= 1 (Rank2 and KeyVal3: Broadwell20 only). At the default shape about 68% of
-    the fleet's cores are requested, with many lightly loaded hosts, so there is
-    something to consolidate even under requests. A task's CPU request is in cores
-    of its current host: the job's reference cores scaled by per-core throughput
-    (``score / cores``), rounded up to 0.01 core.
+    What an allocation-based cluster scheduler leaves: feasible under requests (per
+    host and dimension, the sum of task requests <= capacity) and packed close to
+    capacity in each host's binding dimension (a per-host fill target of
+    ``FILL_MIN + (1 - FILL_MIN) * Beta(FILL_BETA)``, mean 0.95; the spread stands for
+    holes departed tasks left), every job on one architecture or two, at most two
+    tasks of a job per host where possible. Jobs are placed most constrained first
+    (fewest eligible architectures, then largest task: first-fit decreasing); each
+    picks its architectures with probability proportional to the share of their
+    capacity it could fill (so small tasks go to small hosts and large ones to large
+    hosts) and takes the fullest hosts that still fit (best fit). If that strands a
+    job (small or crowded pools), the placement is redone filling hosts to capacity.
+    Every task starts on an architecture eligible for it: where it stays within the
+    host's sensitivity capacity on its own, on packer's default ``need`` basis with
+    the scores packer would give it (:func:`job_scores`: its service's Table III row,
+    else the mean of its class's). Single-task hosts are those whose one task fills
+    them (a medium task alone on a Broadwell18). A task's CPU request is in cores of
+    its current host: the job's reference cores scaled by per-core throughput
+    (``score / cores``), rounded up to 0.01 core. At the default shape about 77% of
+    the fleet's cores are requested, hosts in use are ~88% full in their binding
+    dimension and ~23% of them hold one task (benchmarks/RESULTS.md).
 
 Usage (:func:`usage_batches`), one sample every ``interval`` seconds
     Per task, with ``r`` the request and ``t`` the time of day::
@@ -71,10 +76,11 @@ Usage (:func:`usage_batches`), one sample every ``interval`` seconds
     thousand is a CPU and network spike to 0.8-1.2x the request. CPU may exceed its
     request (idle cycles are shared), memory may not; memory is much steadier than
     CPU. Values are rounded to :data:`QUANTUM`. With the default mixes the pool's
-    CPU utilization is ~36% of all hosts' cores, tail jobs use ~20% of their CPU
-    and ~31% of their memory requests, medium-class tasks have a median p99 CPU of
-    ~55% of the request, and ~5% of tasks (high class) a p99 CPU above it;
-    tests/test_generate.py checks the paper's figures on a small trace.
+    CPU utilization is ~36-40% of all hosts' cores (the paper: ~35-40%), tail jobs
+    use ~20% of their CPU and ~31% of their memory requests, medium-class tasks have
+    a median p99 CPU of ~55% of the request, and the busiest high-class tasks a p99
+    CPU near or above it; tests/test_generate.py checks the paper's figures on a
+    small trace.
 
 Usage is streamed: tasks are generated in chunks of about ``batch_rows`` rows
 (rows sorted by ``task_id`` then ``ts``, task ids zero-padded so that they sort in
@@ -99,6 +105,7 @@ import pyarrow as pa
 
 from packer.errors import InputError, Problem
 from packer.fleet import DEFAULT_FLEET, MODELS_DIR, Fleet, load_fleet
+from packer.normalize import SENSITIVITY_DIMS, sensitivity_capacity, sensitivity_demand, translate_sensitivity
 from packer.trace import write_trace
 
 log = logging.getLogger(__name__)
@@ -150,9 +157,9 @@ class ClassProfile:
 
 
 CLASS_PROFILES = {
-    "low": ClassProfile((2, 4, 6, 8, 12), (4, 8, 12, 16, 24), (0.2, 0.5, 1.0), 0.11, 0.24, 0.10, 0.30),
-    "medium": ClassProfile((8, 12, 16, 24, 32), (16, 24, 32, 48, 64, 96), (0.5, 1.0, 2.0), 0.40, 0.45, 0.28, 0.30),
-    "high": ClassProfile((24, 28, 32, 40), (48, 64, 96, 128), (1.0, 2.0, 3.0), 0.72, 0.68, 0.50, 0.18),
+    "low": ClassProfile((2, 4, 6, 10, 14), (4, 8, 12, 20, 28), (0.2, 0.5, 1.0), 0.11, 0.24, 0.10, 0.30),
+    "medium": ClassProfile((8, 12, 18, 28, 36), (16, 24, 40, 56, 72, 96), (0.5, 1.0, 2.0), 0.40, 0.45, 0.28, 0.30),
+    "high": ClassProfile((28, 32, 36, 44), (48, 64, 96, 128), (1.0, 2.0, 3.0), 0.56, 0.68, 0.50, 0.18),
 }
 CPU_NOISE, MEM_NOISE, MEMBW_NOISE = 0.08, 0.01, 0.05
 MEM_AMPLITUDE = 0.03
@@ -161,6 +168,11 @@ SPIKE_SHARE = 0.001
 QUANTUM = 1.0 / 1024
 CPU_CEILING = 1.2  # CPU and network usage may burst above the request (idle cycles), memory may not
 MAX_TASKS_PER_HOST_PER_JOB = 2
+#: Fill target of each host in the current placement, a fraction of its capacity in every dimension:
+#: ``FILL_MIN + (1 - FILL_MIN) * Beta(*FILL_BETA)`` (mean 0.95). An allocation scheduler packs hosts
+#: close to full in their binding dimension; the spread stands for departed tasks' holes.
+FILL_MIN = 0.80
+FILL_BETA = (3.0, 1.0)
 PINNED_SHARE = 0.01
 
 
@@ -322,27 +334,55 @@ def make_hosts(hosts: int = 18_000, fleet: Fleet | None = None, rack_size: int =
     )
 
 
+def job_scores(jobs: pd.DataFrame, fleet: Fleet, services: pd.DataFrame) -> pd.DataFrame:
+    """Sensitivity scores per job, as packer's characterization would give its tasks.
+
+    A named service has its measured Table III row; any other job its class's
+    scores: the mean over the class's measured services (packer's default class
+    aggregate, :mod:`packer.sensitivity`), expressed with Eq. 1 on the architecture
+    the first of them was measured on. Columns: one per sensitivity dimension and
+    ``measured_on``.
+    """
+    measured = services[services["arch"].isin(fleet.archs.index)]
+    if measured.empty:  # a catalog without the table's architectures: no job has scores
+        return pd.DataFrame({**{d: np.full(len(jobs), np.nan) for d in SENSITIVITY_DIMS}, "measured_on": None})
+    ref = str(measured["arch"].iloc[0])
+    on_ref = pd.DataFrame({d: translate_sensitivity(measured[d].to_numpy(dtype=float), d, measured["arch"].to_numpy(), np.full(len(measured), ref), fleet)
+                           for d in SENSITIVITY_DIMS}, index=measured.index)
+    by_class = on_ref.groupby(measured["class"]).mean()
+    out = by_class.reindex(jobs["cls"].to_numpy()).reset_index(drop=True).assign(measured_on=ref)
+    named = jobs["service"].isin(measured.index).to_numpy()
+    rows = measured.loc[jobs["service"][named].to_numpy()]
+    out.loc[named, list(SENSITIVITY_DIMS)] = rows[list(SENSITIVITY_DIMS)].to_numpy(dtype=float)
+    out.loc[named, "measured_on"] = rows["arch"].to_numpy()
+    return out
+
+
 def _eligible_archs(jobs: pd.DataFrame, fleet: Fleet, services: pd.DataFrame) -> np.ndarray:
-    """(jobs, archs) mask: a named service only where its Eq. 1-normalized Table III scores are all <= 1."""
-    archs = fleet.archs
-    eligible = np.ones((len(jobs), len(archs)), dtype=bool)
-    named = jobs["service"].notna().to_numpy()
-    if not named.any():
-        return eligible
-    # g_k(A): what one sensitivity unit is worth on A (colocation paper, Eq. 1).
-    g = {
-        "cpu": archs["score"].to_numpy(),
-        "membw": fleet.capacity("membw").to_numpy() / archs["cores"].to_numpy(),
-        "net": fleet.capacity("net").to_numpy() / archs["cores"].to_numpy(),
-    }
-    for j in np.flatnonzero(named):
-        row = services.loc[jobs["service"].iat[j]]
-        if row["arch"] not in archs.index:
-            continue
-        m = archs.index.get_loc(row["arch"])
-        with np.errstate(divide="ignore"):
-            scores = [row[k] * g[k][m] / g[k] for k in g]
-        eligible[j] = np.all(np.stack(scores) <= 1.0, axis=0)
+    """(jobs, archs) mask: where a task of the job stays within the host's sensitivity capacity on its own.
+
+    On packer's default ``need`` basis (:mod:`packer.normalize`), a task's demand is
+    ``s · g_k(M) · CU`` against a host's ``g_k(A) · score_A``: large, sensitive
+    tasks cannot use the small architectures. A job of a class without scores is
+    eligible everywhere. A named service also stays on hosts of the umbrella type
+    it was measured on: the paper's candidate services are clusters of its Type II
+    hosts (Fig. 2), so their scores describe Type II classes, as packer's
+    characterization then finds them.
+    """
+    scores = job_scores(jobs, fleet, services)
+    need_cu = jobs["cpu_ref"].to_numpy(dtype=float) * REFERENCE_CORE_SCORE
+    eligible = np.ones((len(jobs), len(fleet.archs)), dtype=bool)
+    for dim in SENSITIVITY_DIMS:
+        demand = np.nan_to_num(sensitivity_demand(scores[dim].to_numpy(dtype=float), scores["measured_on"].to_numpy(dtype=object),
+                                                  fleet, dim, "need", need_cu))
+        capacity = sensitivity_capacity(fleet, dim, "need").to_numpy(dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            alone = demand[:, None] / capacity[None, :]
+        eligible &= ~(np.nan_to_num(alone, nan=0.0) > 1.0 + 1e-9)
+    named = jobs["service"].isin(services.index).to_numpy()
+    if named.any():
+        measured_type = fleet.archs["type"].reindex(services.loc[jobs["service"][named].to_numpy(), "arch"]).to_numpy()
+        eligible[named] &= fleet.archs["type"].to_numpy()[None, :] == measured_type[:, None]
     return eligible
 
 
@@ -365,28 +405,28 @@ def place_by_requests(jobs: pd.DataFrame, hosts: pd.DataFrame, fleet: Fleet, see
 
     Returns ``task_id``, ``job_id``, ``host_id``, ``cpu_request`` (cores on that
     host), ``mem_request`` (GiB), ``net_request`` (Gbps), in task order. Jobs are
-    first spread (randomized first-fit up to per-host fill targets); if that
+    first placed by best fit up to per-host fill targets (module doc); if that
     strands a job, as it can on small or crowded pools, the placement is redone
-    packing hosts in order (plain first-fit). Raises :class:`NotEnoughHosts` when
+    with every host's target at its capacity. Raises :class:`NotEnoughHosts` when
     neither places every task. The loop runs once per job (about a thousand at
     paper scale); each step is vectorized over hosts.
     """
     services = _services() if services is None else services
     try:
-        return _place(jobs, hosts, fleet, _rng(seed, 2), services, spread=True)
+        return _place(jobs, hosts, fleet, _rng(seed, 2), services, fill_targets=True)
     except NotEnoughHosts:
-        log.info("spreading %d jobs over %d hosts stranded a job; packing instead", len(jobs), len(hosts))
-        return _place(jobs, hosts, fleet, _rng(seed, 2, 1), services, spread=False)
+        log.info("filling %d hosts to their targets stranded a job of %d; filling them to capacity instead", len(hosts), len(jobs))
+        return _place(jobs, hosts, fleet, _rng(seed, 2, 1), services, fill_targets=False)
 
 
 def _place(jobs: pd.DataFrame, hosts: pd.DataFrame, fleet: Fleet, rng: np.random.Generator, services: pd.DataFrame,
-           spread: bool) -> pd.DataFrame:
+           fill_targets: bool) -> pd.DataFrame:
     arch_of_host = pd.Categorical(hosts["arch"], categories=fleet.archs.index).codes
     n_hosts, n_archs = len(hosts), len(fleet.archs)
     # A hair under capacity so that float sums of exactly-full hosts never read as overfull.
     capacity = np.stack([fleet.capacity(d).to_numpy() for d in REQUEST_DIMS], axis=1) * (1 - 1e-9)
     host_capacity = capacity[arch_of_host]
-    fill_target = 0.25 + 0.75 * rng.beta(2.0, 1.0, n_hosts) if spread else np.ones(n_hosts)
+    fill_target = FILL_MIN + (1 - FILL_MIN) * rng.beta(*FILL_BETA, n_hosts) if fill_targets else np.ones(n_hosts)
     used = np.zeros((n_hosts, len(REQUEST_DIMS)))
     present = np.bincount(arch_of_host, minlength=n_archs) > 0
 
@@ -424,19 +464,24 @@ def _place(jobs: pd.DataFrame, hosts: pd.DataFrame, fleet: Fleet, rng: np.random
             raise no_room(j)
         req = request[j][arch_of_host]  # (hosts, dims): this job's task on each host
         fit_target, fit_full = fits(target_capacity, req, n_tasks[j]), fits(host_capacity, req, n_tasks[j])
-        room_by_arch = np.bincount(arch_of_host, weights=fit_target, minlength=n_archs) * allowed[j]
+        # An architecture's pull: the share of its hosts' capacity the job could fill there (tasks it takes, spread
+        # limit included, times a task's share of a host), so small tasks go to small hosts and large to large.
+        share = (req / host_capacity).max(axis=1)
+        room_by_arch = np.bincount(arch_of_host, weights=np.minimum(fit_target, MAX_TASKS_PER_HOST_PER_JOB) * share, minlength=n_archs) * allowed[j]
         if room_by_arch.sum() == 0:
-            room_by_arch = np.bincount(arch_of_host, weights=fit_full, minlength=n_archs) * allowed[j]
+            room_by_arch = np.bincount(arch_of_host, weights=np.minimum(fit_full, MAX_TASKS_PER_HOST_PER_JOB) * share, minlength=n_archs) * allowed[j]
         if room_by_arch.sum() == 0:
             raise no_room(j)
         weights = room_by_arch / room_by_arch.sum()
         ranked = rng.choice(n_archs, size=int((weights > 0).sum()), replace=False, p=weights)
         primary = ranked[:1]
-        if len(ranked) > 1 and (room_by_arch[primary[0]] < n_tasks[j] or rng.random() < 0.25):
+        if len(ranked) > 1 and (room_by_arch[primary[0]] / share[arch_of_host == primary[0]].max() < n_tasks[j] or rng.random() < 0.25):
             primary = ranked[:2]
         in_primary = np.isin(arch_of_host, primary)
         in_allowed = allowed[j][arch_of_host]
-        shuffled = rng.permutation(n_hosts) if spread else np.arange(n_hosts)
+        # Best fit: the fullest hosts (in their binding dimension) that still take a task come first, ties at random.
+        fullness = (used / host_capacity).max(axis=1)
+        shuffled = np.lexsort((rng.random(n_hosts), -np.round(fullness, 6)))
         # Relax step by step: fill targets, then full hosts, then more tasks per host, then any allowed architecture.
         for fit, per_host, where in (
             (fit_target, MAX_TASKS_PER_HOST_PER_JOB, in_primary),

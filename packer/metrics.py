@@ -51,7 +51,7 @@ def host_loads(problem: PlacementProblem, assign: np.ndarray) -> np.ndarray:
 
 
 def host_sensitivity(problem: PlacementProblem, assign: np.ndarray) -> np.ndarray:
-    """(H, K) summed normalized sensitivity per host: Σ_t s_t,k(A_h) (1.0 = the host's whole share)."""
+    """(H, K) summed normalized sensitivity per host on the problem's basis (:mod:`packer.normalize`); above 1 is at risk."""
     use = np.zeros((problem.n_hosts, len(problem.sens_dims)))
     np.add.at(use, assign, problem.sens_demand)
     return normalized_sensitivity(use, problem.sens_capacity)

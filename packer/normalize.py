@@ -7,18 +7,41 @@ CPU demand. A task using ``c`` cores on architecture A needs
 (``score/cores``) is what a core is worth. The architecture-independent form is
 *compute units* (CU): ``cores · score_A/cores_A``, i.e. fractions of a whole host
 of score 1.0 (the paper's scores are normalized to Broadwell18, so one Broadwell18
-core is 1/32 CU). For readability :func:`to_reference_cores` expresses CU as cores
-of the fleet's reference architecture (the one with score 1.0).
+core is 1/32 CU). A whole host of architecture A holds ``score_A`` CU. For
+readability :func:`to_reference_cores` expresses CU as cores of the fleet's
+reference architecture (the one with score 1.0).
 
-Sensitivity (colocation paper, Eq. 1). A score ``s`` is the fraction of a host's
-resource a task must be guaranteed, measured on architecture M. On A it becomes
-``s · g_k(M) / g_k(A)`` with ``g_cpu = score`` (throughput) and, for every other
-dimension (memory and network bandwidth), ``g_k = capacity_k / cores`` (per-core
-bandwidth). Written that way the soft constraint ``Σ_t s_t,k(A) ≤ 1`` on a host of
-architecture A is the linear ``Σ_t s_t,k · g_k(M_t) ≤ g_k(A)``: sensitivity is one
-more resource dimension with task demand :func:`sensitivity_demand` and host
-capacity :func:`sensitivity_capacity`. A task whose own normalized score exceeds 1
-on A cannot get the share it needs there, so A is ineligible for it.
+Sensitivity (colocation paper, Eq. 1). A score ``s`` measured on architecture M
+becomes ``s_k(A) = s · g_k(M) / g_k(A)`` on A, with ``g_cpu = score`` (throughput)
+and, for every other dimension (memory and network bandwidth), ``g_k =
+capacity_k / cores`` (per-core bandwidth): :func:`eq1_factor`.
+
+What a score is a fraction of: the *basis* (:data:`SENSITIVITY_BASES`).
+
+* ``need`` (the default). Section III-C: "'One' represents 100% of the particular
+  resource dimension needs ... the application should be guaranteed this fraction
+  of the shared resource". A task holds a share of its host, ``CU_t / score_A``
+  (its requested compute units over the host's; Eq. 1 normalizes bandwidths per
+  core, so the same share is its share of memory and network bandwidth), and must
+  be guaranteed ``s_k(A)`` of that share. The paper's soft constraint
+  ``Σ_t Sensitivity(t, h) ≤ 1`` reads ``Σ_t s_t,k(A) · CU_t / score_A ≤ 1``, i.e.
+  the linear ``Σ_t s_t,k · g_k(M_t) · CU_t ≤ g_k(A) · score_A``. ``CU_t`` is the
+  task's *requested* CPU in compute units: the paper measures a score as the share
+  of the requested allocation below which the SLO degrades (Section V-B, Fig. 5:
+  "at 93% of requested CPU allocation"), and a request does not depend on the
+  configuration, so every configuration is judged against one yardstick.
+* ``host``: the literal whole-host reading, ``Σ_t s_t,k(A) ≤ 1``, i.e.
+  ``Σ_t s_t,k · g_k(M_t) ≤ g_k(A)``. With Table III's scores (0.6-0.96 even on the
+  largest host) any two scored tasks on one host exceed 1.
+
+Either way sensitivity is one more resource dimension with task demand
+:func:`sensitivity_demand` and host capacity :func:`sensitivity_capacity`, and the
+host's summed normalized sensitivity is demand over capacity. A task whose own
+demand exceeds a host's capacity (``s_k(A) · CU_t / score_A > 1``, or
+``s_k(A) > 1`` on the host basis) would break the limit alone, so that
+architecture is ineligible for it: larger, more sensitive tasks cannot use the
+smaller hosts (Section III-C: "these smaller hosts won't be able to accommodate
+such services").
 
 An architecture whose catalog entry lacks a dimension's capacity (NaN) leaves
 that dimension unchecked on it (normalized score NaN, no ineligibility); a
@@ -39,7 +62,10 @@ log = logging.getLogger(__name__)
 
 #: Sensitivity dimensions of the colocation paper (Table III): CPU, memory bandwidth, network bandwidth.
 SENSITIVITY_DIMS = ("cpu", "membw", "net")
-#: Scores above this (plus a rounding tolerance) make an architecture ineligible.
+#: What a score is a fraction of (module doc): the task's own requested need, or the whole host.
+SENSITIVITY_BASES = ("need", "host")
+DEFAULT_SENSITIVITY_BASIS = "need"
+#: Normalized sensitivity above this (plus a rounding tolerance) makes an architecture ineligible.
 ELIGIBLE_MAX = 1.0
 _TOLERANCE = 1e-9
 
@@ -90,8 +116,8 @@ def to_reference_cores(compute_units, fleet: Fleet) -> np.ndarray:
     return np.asarray(compute_units, dtype=float) * (ref["cores"] / ref["score"])
 
 
-def sensitivity_capacity(fleet: Fleet, dim: str) -> pd.Series:
-    """``g_k(A)`` per architecture: ``score`` for CPU, ``capacity/cores`` (Gbps per core) otherwise.
+def eq1_factor(fleet: Fleet, dim: str) -> pd.Series:
+    """``g_k(A)`` of Eq. 1 per architecture: ``score`` for CPU, ``capacity/cores`` (Gbps per core) otherwise.
 
     NaN where the catalog gives the architecture no capacity in ``dim``.
     """
@@ -103,29 +129,53 @@ def sensitivity_capacity(fleet: Fleet, dim: str) -> pd.Series:
     return (archs[dim].astype(float) / archs["cores"].astype(float)).rename(dim)
 
 
-def sensitivity_demand(scores, measured_on, fleet: Fleet, dim: str) -> np.ndarray:
-    """``s · g_k(M)`` per task: the task's use of the per-host sensitivity capacity ``g_k(A)``.
+def check_basis(basis: str) -> str:
+    """``basis`` if it is one of :data:`SENSITIVITY_BASES`, else :class:`InputError`."""
+    if basis not in SENSITIVITY_BASES:
+        raise InputError(f"unknown sensitivity basis '{basis}'; known: {', '.join(SENSITIVITY_BASES)}")
+    return basis
 
-    NaN scores (unscored tasks) give NaN demand; callers treat it as 0.
+
+def sensitivity_capacity(fleet: Fleet, dim: str, basis: str = DEFAULT_SENSITIVITY_BASIS) -> pd.Series:
+    """Per-host sensitivity capacity per architecture: ``g_k(A) · score_A`` (``need``) or ``g_k(A)`` (``host``)."""
+    g = eq1_factor(fleet, dim)
+    return g if check_basis(basis) == "host" else (g * fleet.archs["score"].astype(float)).rename(dim)
+
+
+def sensitivity_demand(scores, measured_on, fleet: Fleet, dim: str, basis: str = DEFAULT_SENSITIVITY_BASIS,
+                       need_cu=None) -> np.ndarray:
+    """Each task's use of :func:`sensitivity_capacity`: ``s · g_k(M) · CU`` (``need``) or ``s · g_k(M)`` (``host``).
+
+    ``need_cu``: the task's requested compute units (required on the ``need``
+    basis). NaN scores (unscored tasks) give NaN demand; callers treat it as 0.
     """
-    g = sensitivity_capacity(fleet, dim).to_numpy()
+    g = eq1_factor(fleet, dim).to_numpy()
     s = np.asarray(scores, dtype=float)
     known = ~np.isnan(s)
     out = np.full(s.shape, np.nan)
     out[known] = s[known] * g[_arch_positions(fleet, np.asarray(measured_on, dtype=object)[known])]
+    if check_basis(basis) == "need":
+        if need_cu is None:
+            raise ValueError("the need basis needs each task's requested compute units")
+        out = out * np.asarray(need_cu, dtype=float)
     return out
+
+
+def host_share(need_cu, fleet: Fleet) -> np.ndarray:
+    """(tasks × archs) each task's share of a whole host of each architecture: ``CU_t / score_A``."""
+    return np.asarray(need_cu, dtype=float)[:, None] / fleet.archs["score"].to_numpy(dtype=float)[None, :]
 
 
 def translate_sensitivity(scores, dim: str, from_arch, to_arch, fleet: Fleet) -> np.ndarray:
     """Eq. 1 elementwise: scores measured on ``from_arch`` expressed on ``to_arch``."""
-    g = sensitivity_capacity(fleet, dim).to_numpy()
+    g = eq1_factor(fleet, dim).to_numpy()
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.asarray(scores, dtype=float) * g[_arch_positions(fleet, np.atleast_1d(from_arch))] / g[_arch_positions(fleet, np.atleast_1d(to_arch))]
 
 
 @dataclass(frozen=True)
 class NormalizedSensitivity:
-    """Sensitivity of every task on every architecture (dimensionless fractions of a host).
+    """Eq. 1 sensitivity of every task on every architecture (dimensionless fractions of what the basis measures).
 
     ``values[dim]`` is a (tasks × archs) array, columns in ``archs`` order; NaN for
     unscored tasks and for architectures with no capacity in ``dim``.
@@ -134,9 +184,15 @@ class NormalizedSensitivity:
     archs: tuple[str, ...]
     values: dict[str, np.ndarray]
 
-    def eligibility(self, limit: float = ELIGIBLE_MAX) -> np.ndarray:
-        """(tasks × archs) bool: False where any dimension's normalized score exceeds ``limit``."""
-        over = [np.nan_to_num(v, nan=0.0) > limit + _TOLERANCE for v in self.values.values()]
+    def eligibility(self, share: np.ndarray | None = None, limit: float = ELIGIBLE_MAX) -> np.ndarray:
+        """(tasks × archs) bool: False where a task alone exceeds ``limit`` in some dimension.
+
+        ``share`` (tasks × archs, :func:`host_share`): on the ``need`` basis the task
+        holds that share of a host and the test is ``s_k(A) · share > limit``; None
+        (the ``host`` basis) tests ``s_k(A) > limit``.
+        """
+        scale = 1.0 if share is None else share
+        over = [np.nan_to_num(v * scale, nan=0.0) > limit + _TOLERANCE for v in self.values.values()]
         if not over:
             raise ValueError("no sensitivity dimensions")
         return ~np.logical_or.reduce(over)
@@ -158,7 +214,7 @@ def normalize_scores(scores: pd.DataFrame, fleet: Fleet, dims: tuple[str, ...] =
     pos[known] = _arch_positions(fleet, measured_on[known])
     values = {}
     for dim in dims:
-        g = sensitivity_capacity(fleet, dim).to_numpy()
+        g = eq1_factor(fleet, dim).to_numpy()
         missing = np.isnan(g)
         if missing.any():
             log.warning("fleet %s gives no %s capacity for %s; %s sensitivity is not checked there",

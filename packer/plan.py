@@ -6,6 +6,10 @@ A plan is a folder written atomically (:func:`packer.atomic.atomic_dir`):
 * ``moves.parquet``: ``step``, ``task_id``, ``from_host``, ``to_host``, ``via_temporary``,
   ``temp_host`` — the executable order of :func:`packer.moves.order_moves` (its module
   doc defines what a temporary move means);
+* ``moves.csv`` and ``moves.md``: the same moves for a human, with each task's job, the
+  hosts' architectures and what the move buys (empties a host, relieves a host over its
+  sensitivity limit, via a temporary host, or consolidation: :mod:`packer.move_list`);
+  ``moves.md`` lists the first :data:`packer.move_list.MARKDOWN_ROWS` moves;
 * ``summary.json``: ``context`` (everything needed to rebuild the problem from the
   inputs alone, see :class:`PlanContext`), ``status``, ``solver``, ``objective``
   terms, ``bound`` and ``gap``, ``runtime_s``, ``n_tasks``, ``n_hosts``, ``metrics`` before/after
@@ -25,8 +29,10 @@ values are written as ``null`` and listed in ``notes``.
 
 Format ``packer-plan/2`` added ``fragmentation_share`` and ``colocation`` to the
 metrics, the WSL, colocation and move columns of ``by_arch``/``by_type``,
-``fleet_change`` and ``moves_by_arch``; ``packer-plan/1`` plans are still read and
-verified on the keys they have.
+``fleet_change`` and ``moves_by_arch``; ``packer-plan/3`` added the context's
+``sensitivity_basis``, ``class_scores`` and ``classes_from``. Plans of earlier formats
+are still read and verified on the keys they have, their sensitivity read as it was
+then (``host`` basis, class scores by their maximum).
 """
 from __future__ import annotations
 
@@ -49,9 +55,12 @@ from packer.atomic import atomic_dir, refuse_to_overwrite_input
 from packer.errors import InfeasibleError, InputError, Problem
 from packer.fleet import DEFAULT_FLEET, Fleet, load_fleet
 from packer.metrics import evaluate, fleet_breakdown, moves_by_arch, rp_summary, violations, weighted_score_loss
+from packer.move_list import move_list, write_move_list
 from packer.moves import MOVE_COLUMNS, order_moves
+from packer.normalize import DEFAULT_SENSITIVITY_BASIS
 from packer.presets import DEFAULT_PRESETS
 from packer.problem import PlacementProblem, Weights
+from packer.sensitivity import DEFAULT_CLASS_AGGREGATE
 from packer.solvers.result import SolveResult
 from packer.trace import FLEET_FILE, read_json_object, read_parquet_table
 
@@ -61,9 +70,9 @@ PLACEMENT_FILE = "placement.parquet"
 MOVES_FILE = "moves.parquet"
 SUMMARY_FILE = "summary.json"
 REPORT_FILE = "report.md"
-FORMAT = "packer-plan/2"
+FORMAT = "packer-plan/3"
 #: Earlier formats :mod:`packer.verify` still checks (on the summary keys they have).
-OLDER_FORMATS = ("packer-plan/1",)
+OLDER_FORMATS = ("packer-plan/1", "packer-plan/2")
 
 #: Solver statuses that come with a placement; any other status is not written as a plan.
 PLACEMENT_STATUSES = ("optimal", "feasible")
@@ -92,7 +101,10 @@ class PlanContext:
     ``window_s`` (seconds), ``skip_invalid_usage``. Characterization (used only when
     the preset has sensitivity dimensions): ``sensitivity`` table path (``None`` =
     ``models/sensitivity.csv``), ``k`` (``None`` = elbow), ``kmax``,
-    ``characterize_seed``, ``characterize_percentile``. Constraints: ``max_moves``
+    ``characterize_seed``, ``characterize_percentile``, ``class_scores`` (``mean`` or
+    ``max`` of a class's measured services), ``classes_from`` (reference class centres,
+    ``None`` = fit K-means), ``sensitivity_basis`` (``need`` or ``host``: what a score is
+    a fraction of, :mod:`packer.normalize`). Constraints: ``max_moves``
     (``None`` = unlimited), ``spread_host``, ``spread_domain``. ``weights``: goal and
     weights. Solver: ``solver`` name, ``time_limit_s``, ``seed``. ``versions``:
     package versions at solve time.
@@ -110,6 +122,9 @@ class PlanContext:
     kmax: int = 8
     characterize_seed: int = 0
     characterize_percentile: float = 99.0
+    class_scores: str = DEFAULT_CLASS_AGGREGATE
+    classes_from: str | None = None
+    sensitivity_basis: str = DEFAULT_SENSITIVITY_BASIS
     max_moves: int | None = 400
     spread_host: int | None = None
     spread_domain: int | None = None
@@ -126,8 +141,9 @@ class PlanContext:
         out["presets"] = str(Path(self.presets).resolve())
         if self.fleet not in ("trace", "default"):
             out["fleet"] = str(Path(self.fleet).resolve())
-        if self.sensitivity is not None:
-            out["sensitivity"] = str(Path(self.sensitivity).resolve())
+        for key in ("sensitivity", "classes_from"):
+            if out[key] is not None:
+                out[key] = str(Path(out[key]).resolve())
         out["percentiles"] = [float(q) for q in self.percentiles]
         return out
 
@@ -148,6 +164,9 @@ class PlanContext:
         if bad:
             raise InputError([Problem(source, "context", f"value(s) of the wrong type: {', '.join(bad)}", 0)])
         values = dict(doc)
+        # Plans written before these options existed read sensitivity on the whole host, classes by their maximum.
+        values.setdefault("sensitivity_basis", "host")
+        values.setdefault("class_scores", "max")
         try:
             if "weights" in values:
                 values["weights"] = Weights(**values["weights"])
@@ -163,7 +182,8 @@ _NONE = type(None)
 _CONTEXT_TYPES: dict[str, tuple[type, ...]] = {
     "trace": (str,), "fleet": (str,), "config": (str,), "presets": (str,), "solver": (str,), "sensitivity": (str, _NONE),
     "percentiles": (list,), "window_s": (int,), "skip_invalid_usage": (bool,), "k": (int, _NONE), "kmax": (int,),
-    "characterize_seed": (int,), "characterize_percentile": (int, float), "max_moves": (int, _NONE),
+    "characterize_seed": (int,), "characterize_percentile": (int, float), "class_scores": (str,), "classes_from": (str, _NONE),
+    "sensitivity_basis": (str,), "max_moves": (int, _NONE),
     "spread_host": (int, _NONE), "spread_domain": (int, _NONE), "weights": (dict,), "time_limit_s": (int, float, _NONE),
     "seed": (int,), "versions": (dict,),
 }
@@ -330,6 +350,7 @@ def write_plan(out: str | Path, problem: PlacementProblem, result: SolveResult, 
         pq.write_table(pa.Table.from_pandas(schedule.table, preserve_index=False, schema=_moves_schema()), tmp / MOVES_FILE)
         (tmp / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, allow_nan=False, default=str) + "\n")
         (tmp / REPORT_FILE).write_text(render_report(summary))
+        write_move_list(tmp, move_list(problem, assign, schedule.table))
     log.info("plan written to %s: %d moves (%d temporary)", out, len(schedule), schedule.n_temporary)
     return out
 

@@ -10,8 +10,10 @@ A task using ``c`` cores on its current host of architecture A needs
 host of architecture B offers ``cores_B · (score_B/cores_B) / (score_ref/cores_ref)``.
 Memory (GiB), network (Gbps) and any other dimension do not change with the
 architecture. Sensitivity (colocation paper, Eq. 1) is a further set of *soft*
-dimensions: task ``t`` uses ``s_t,k · g_k(M_t)`` of a host's ``g_k(A)``, so the
-paper's ``Σ_t s_t,k(A) ≤ 1`` is ``Σ_t sens_demand[t,k] ≤ sens_capacity[h,k]``.
+dimensions: on the default ``need`` basis task ``t`` uses ``s_t,k · g_k(M_t) · CU_t``
+of a host's ``g_k(A) · score_A`` (``CU_t`` its requested compute units), on the
+``host`` basis ``s_t,k · g_k(M_t)`` of ``g_k(A)`` (:mod:`packer.normalize`), so the
+paper's ``Σ_t Sensitivity(t, h) ≤ 1`` is ``Σ_t sens_demand[t,k] ≤ sens_capacity[h,k]``.
 
 Which number is a task's demand in a dimension is the preset's choice (Table IV):
 its request, or the p-th percentile of its usage. A task without usage samples
@@ -26,7 +28,7 @@ import pandas as pd
 
 from packer.errors import InputError
 from packer.fleet import Fleet
-from packer.normalize import per_core_throughput, reference_arch, sensitivity_capacity
+from packer.normalize import DEFAULT_SENSITIVITY_BASIS, check_basis, per_core_throughput, reference_arch, sensitivity_capacity, sensitivity_demand
 from packer.presets import Preset
 from packer.profile import percentile_column
 from packer.rpf import TaskGoals, task_goals
@@ -81,6 +83,7 @@ class PlacementProblem:
         mem GiB, net Gbps, others in the trace's unit
       frag_dims: indices of ``dims`` that count toward fragmentation (cpu and mem, as Eq. 2)
       sens_dims (K,) names; sens_demand (T, K), sens_capacity (H, K) (see module doc)
+      sens_basis: what a sensitivity score is a fraction of, ``need`` or ``host`` (:mod:`packer.normalize`)
       host_arch (H,) index into arch_names; cost (H,) cost units per occupied host
       eligible (T, A) bool: task may run on the architecture
       current (T,) index of the task's current host; movable (T,) bool
@@ -91,6 +94,7 @@ class PlacementProblem:
       weights: the objective's :class:`Weights`
       goals: per-task relative-performance goals (:class:`packer.rpf.TaskGoals`; None = all default)
       task_class: (T,) workload class label per task (characterization), or None
+      job_ids: (T,) the job id of each task as the trace names it (``job`` holds their codes), or None
     """
 
     task_ids: np.ndarray
@@ -117,6 +121,8 @@ class PlacementProblem:
     config: str = ""
     goals: TaskGoals | None = None
     task_class: np.ndarray | None = None
+    sens_basis: str = DEFAULT_SENSITIVITY_BASIS
+    job_ids: np.ndarray | None = None
 
     @property
     def n_tasks(self) -> int:
@@ -198,6 +204,7 @@ def build_problem(
     spread_host: int | None = None,
     spread_domain: int | None = None,
     weights: Weights = Weights(),
+    sensitivity_basis: str = DEFAULT_SENSITIVITY_BASIS,
 ) -> PlacementProblem:
     """Build the instance for ``trace`` under ``preset``.
 
@@ -206,7 +213,9 @@ def build_problem(
     of the preset's sensitivity dimensions and ``measured_on`` (as
     :class:`packer.sensitivity.SensitivityAssignment` ``.tasks``); needed when the
     preset uses sensitivity. Unscored tasks (NaN) use none of the soft capacity.
+    ``sensitivity_basis``: what a score is a fraction of (:data:`packer.normalize.SENSITIVITY_BASES`).
     """
+    check_basis(sensitivity_basis)
     if weights.goal not in GOALS:
         raise InputError(f"unknown goal '{weights.goal}'; known: {', '.join(GOALS)}")
     if weights.min_rp is not None and not np.isfinite(weights.min_rp):
@@ -265,18 +274,17 @@ def build_problem(
         if sensitivity is None:
             raise InputError(f"config '{preset.name}' uses sensitivity ({', '.join(sens_dims)}) but no sensitivity scores were given")
         measured = sensitivity["measured_on"].to_numpy(dtype=object)
-        scored = pd.notna(measured)
-        m_pos = np.where(scored, pd.Index(arch_names).get_indexer(np.where(scored, measured, arch_names[0])), 0)
+        # The need a score is a fraction of: the task's requested CPU in compute units (module doc of packer.normalize).
+        need_cu = tasks["cpu_request"].to_numpy(dtype=float) * tput[current_arch]
         for k, dim in enumerate(sens_dims):
-            g = sensitivity_capacity(fleet, dim).to_numpy(dtype=float)
-            s = sensitivity[dim].to_numpy(dtype=float)
-            use = np.where(scored & ~np.isnan(s), s * g[m_pos], 0.0)
+            use = sensitivity_demand(sensitivity[dim].to_numpy(dtype=float), measured, fleet, dim, sensitivity_basis, need_cu)
             sens_demand[:, k] = np.nan_to_num(use)
-            sens_capacity[:, k] = np.nan_to_num(g[host_arch], nan=np.inf)
-            # Eq. 1: a normalized score above 1 makes the architecture ineligible.
+            cap = sensitivity_capacity(fleet, dim, sensitivity_basis).to_numpy(dtype=float)
+            sens_capacity[:, k] = np.nan_to_num(cap[host_arch], nan=np.inf)
+            # A task that alone would exceed an architecture's sensitivity capacity may not move there.
             with np.errstate(divide="ignore", invalid="ignore"):
-                normalized = sens_demand[:, k][:, None] / g[None, :]
-            eligible &= ~(np.nan_to_num(normalized, nan=0.0) > 1.0 + 1e-9)
+                alone = sens_demand[:, k][:, None] / cap[None, :]
+            eligible &= ~(np.nan_to_num(alone, nan=0.0) > 1.0 + 1e-9)
 
     movable = tasks["movable"].to_numpy(dtype=bool)
     domain = _codes(hosts["domain"]) if "domain" in hosts.columns else np.full(len(hosts), -1)
@@ -297,12 +305,14 @@ def build_problem(
         current=host_pos.astype(np.int64),
         movable=movable,
         job=_codes(tasks["job_id"]),
+        job_ids=tasks["job_id"].to_numpy(dtype=str),
         domain=domain,
         max_moves=max_moves,
         spread_host=spread_host,
         spread_domain=spread_domain,
         weights=weights,
         config=preset.name,
+        sens_basis=sensitivity_basis,
         # The most CPU a task can use: its request (or its limit if larger), in reference cores.
         goals=task_goals(tasks, tput[current_arch] / ref, np.maximum(demand[:, dims.index("cpu")], tasks["cpu_request"].to_numpy(dtype=float) * tput[current_arch] / ref)),
     )

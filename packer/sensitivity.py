@@ -21,20 +21,27 @@ similarly"). Classes are per umbrella type, as the clustering is, so a class is 
 2. any other task takes its class's scores. A class row of the table (no
    service) gives them directly, for the class label in the type of the row's
    ``arch``. Otherwise they are formed from the class's measured services: per
-   dimension the **maximum** over the services, after expressing every score on
-   one reference architecture (the architecture most measured rows were measured
-   on) with Eq. 1. The maximum is conservative on purpose: a score is a
-   guarantee the workload needs, and the paper measured only two services per
-   class, so the mean would under-protect half of them. A measured service
-   belongs to the class most of its tasks in the trace are in (per type); a
-   service absent from the trace belongs to the table's ``class`` in the type of
-   its ``arch`` (the paper's Table II classes are Type II clusters, Fig. 2);
-3. a class with no scores takes those of the nearest class level of the same
-   type that has some (ties go to the higher, more sensitive level);
-4. a task in a type without any scored class stays unscored (NaN scores,
-   ``score_source`` ``"none"``): scores measured on one type are not pushed onto
-   another type's classes, where Eq. 1 would make most of its own hosts
-   ineligible. Such tasks are reported, and can be filled by inference.
+   dimension the **mean** (default) or the **maximum** (``aggregate="max"``) over
+   the services, after expressing every score on one reference architecture (the
+   architecture most measured rows were measured on) with Eq. 1. The mean is the
+   paper's assumption that a class's tasks behave like its measured services; the
+   maximum is the conservative reading (the paper measured two services per
+   class, and a score is a guarantee). A measured service belongs to the class
+   most of its tasks in the trace are in (per type); a service absent from the
+   trace belongs to the table's ``class`` in the type of its ``arch`` (the paper's
+   Table II classes are Type II clusters, Fig. 2);
+3. a class with no scores takes those of the nearest scored class: the one whose
+   centre is nearest to its own, in the clustering's standardized log space of its
+   type (:mod:`packer.classes`; CPU in reference cores, so centres of different
+   umbrella types compare), own type first and the higher (more sensitive) level
+   on a tie; without centres, the nearest class level (the same level in another
+   type before a neighbouring one). So every task gets scores whatever host it
+   sits on today: the paper measured its services on Type II hosts, and a Type I
+   class is described by the Type II class it resembles (Eq. 1 then translates the
+   scores to each architecture);
+4. only when no class at all has scores does a task stay unscored (NaN scores,
+   ``score_source`` ``"none"``). Such tasks are reported, and can be filled by
+   inference.
 
 Every assigned score carries ``measured_on``, the architecture it is expressed on.
 
@@ -68,6 +75,9 @@ log = logging.getLogger(__name__)
 
 DEFAULT_SENSITIVITY = MODELS_DIR / "sensitivity.csv"
 SCORE_MAX = 5.0
+#: How a class's scores are formed from its measured services (module doc, rule 2).
+CLASS_AGGREGATES = ("mean", "max")
+DEFAULT_CLASS_AGGREGATE = "mean"
 _TRUE = {"true", "1", "yes", "y", "t"}
 _FALSE = {"false", "0", "no", "n", "f"}
 
@@ -268,13 +278,41 @@ def _service_classes(tasks: pd.DataFrame, services: pd.DataFrame, fleet: Fleet) 
     return pd.concat([majority[["service", "type", "class"]], from_table], ignore_index=True)
 
 
-def assign_scores(classified: pd.DataFrame, table: SensitivityTable, fleet: Fleet) -> SensitivityAssignment:
+_CENTRE_COLUMNS = ["cpu_ref_cores", "mem_gib", "net_gbps"]
+_SCALE_COLUMNS = ["scale_cpu", "scale_mem", "scale_net"]
+
+
+def _centre_distance(candidates: pd.DataFrame, centroids: pd.DataFrame | None) -> np.ndarray:
+    """Distance from each wanting class's centre to its candidate donor's, in the wanting type's standardized log1p space.
+
+    ``inf`` where either centre is unknown (no centroids, or a donor class the trace does not have).
+    """
+    if centroids is None or not set(_CENTRE_COLUMNS + _SCALE_COLUMNS) <= set(centroids.columns):
+        return np.full(len(candidates), np.inf)
+    table = centroids.assign(type=centroids["type"].astype(str)).set_index(["type", "class"])
+    logs = np.log1p(table[_CENTRE_COLUMNS].astype(float))
+    own = pd.MultiIndex.from_arrays([candidates["type"].astype(str), candidates["class"]])
+    donor = pd.MultiIndex.from_arrays([candidates["type_donor"].astype(str), candidates["class_donor"]])
+    scale = table[_SCALE_COLUMNS].astype(float).reindex(own).to_numpy()
+    diff = (logs.reindex(own).to_numpy() - logs.reindex(donor).to_numpy()) / np.where(scale > 0, scale, 1.0)
+    distance = np.sqrt((diff ** 2).sum(axis=1))
+    return np.where(np.isnan(distance), np.inf, distance)
+
+
+def assign_scores(classified: pd.DataFrame, table: SensitivityTable, fleet: Fleet,
+                  aggregate: str = DEFAULT_CLASS_AGGREGATE, centroids: pd.DataFrame | None = None) -> SensitivityAssignment:
     """Scores for every task.
 
     ``classified`` has one row per task with ``task_id``, ``service`` (may be
     null), ``type``, ``class`` and ``class_level`` (as from
     :func:`packer.classes.classify_tasks` joined with the trace's services).
+    ``aggregate``: how a class's scores are formed from its measured services,
+    ``mean`` or ``max`` (module doc, rule 2). ``centroids``: the class centres
+    (:class:`packer.classes.ClassResult` ``.centroids``) that rule 3 measures
+    distances between; None ranks classes by level only.
     """
+    if aggregate not in CLASS_AGGREGATES:
+        raise InputError(f"unknown class score aggregate '{aggregate}'; known: {', '.join(CLASS_AGGREGATES)}")
     dims = table.dims
     inputs = table.inputs
     tasks = classified.reset_index(drop=True)
@@ -288,9 +326,10 @@ def assign_scores(classified: pd.DataFrame, table: SensitivityTable, fleet: Flee
         on_ref = members.copy()
         on_ref[list(dims)] = _on_reference(members, dims, ref, fleet)
         on_ref["inferred"] = on_ref["inferred"] != ""
-        derived = on_ref.groupby(["type", "class"])[[*dims, "inferred"]].max().reset_index()
+        grouped = on_ref.groupby(["type", "class"])
+        derived = grouped[list(dims)].agg(aggregate).join(grouped["inferred"].any()).reset_index()
         derived["measured_on"] = ref
-        derived["source"] = on_ref.groupby(["type", "class"])["service"].agg(lambda s: "max of " + ", ".join(sorted(s))).to_numpy()
+        derived["source"] = grouped["service"].agg(lambda s: f"{aggregate} of " + ", ".join(sorted(s))).to_numpy()
         class_table.append(derived)
     if len(class_rows):
         direct = pd.DataFrame({"type": class_rows["arch"].map(fleet.archs["type"]).astype(str), "class": class_rows["class"],
@@ -298,18 +337,23 @@ def assign_scores(classified: pd.DataFrame, table: SensitivityTable, fleet: Flee
                                "inferred": class_rows["inferred"] != ""})
         class_table.insert(0, direct)
     scored = pd.concat(class_table, ignore_index=True).drop_duplicates(["type", "class"]) if class_table else pd.DataFrame(columns=["type", "class", *dims, "measured_on", "source", "inferred"])
-    scored["score_class"] = scored["class"]
+    scored["score_class"] = scored["type"].astype(str) + "/" + scored["class"].astype(str)
     scored["class_level"] = scored["class"].map(class_level)
 
-    # Classes present in the trace without scores borrow from the nearest scored level of their type.
+    # Classes present in the trace without scores borrow from the nearest scored level (rule 3).
     present = tasks[["type", "class", "class_level"]].drop_duplicates()
     wanting = present.merge(scored[["type", "class"]], on=["type", "class"], how="left", indicator=True)
     wanting = wanting[wanting["_merge"] == "left_only"].drop(columns="_merge")
-    candidates = wanting.merge(scored[scored["class_level"].notna()], on="type", suffixes=("", "_donor"))
+    donors = scored[scored["class_level"].notna()]
+    candidates = wanting.merge(donors, how="cross", suffixes=("", "_donor"))
     if len(candidates):
-        candidates["distance"] = (candidates["class_level"] - candidates["class_level_donor"]).abs()
-        best = candidates.sort_values(["type", "class", "distance", "class_level_donor"], ascending=[True, True, True, False]).drop_duplicates(["type", "class"])
-        borrowed = best[["type", "class", *dims, "measured_on", "score_class", "inferred"]].assign(source="nearest class " + best["class_donor"])
+        candidates["distance"] = _centre_distance(candidates, centroids)
+        candidates["level_distance"] = (candidates["class_level"] - candidates["class_level_donor"]).abs()
+        candidates["other_type"] = candidates["type"] != candidates["type_donor"]
+        best = candidates.sort_values(["type", "class", "distance", "level_distance", "other_type", "class_level_donor"],
+                                      ascending=[True, True, True, True, True, False]).drop_duplicates(["type", "class"])
+        donor = "class " + best["class_donor"] + np.where(best["other_type"], " of type " + best["type_donor"].astype(str), "")
+        borrowed = best[["type", "class", *dims, "measured_on", "score_class", "inferred"]].assign(source=("nearest " + donor).to_numpy())
         all_classes = pd.concat([scored, borrowed.assign(class_level=borrowed["class"].map(class_level))], ignore_index=True)
     else:
         all_classes = scored
@@ -321,14 +365,14 @@ def assign_scores(classified: pd.DataFrame, table: SensitivityTable, fleet: Flee
     for dim in dims:
         out[dim] = np.where(has_service, by_service[dim].to_numpy(dtype=float), by_class[dim].to_numpy(dtype=float))
     out["measured_on"] = np.where(has_service, by_service["measured_on"].to_numpy(dtype=object), by_class["measured_on"].to_numpy(dtype=object))
-    class_source = np.where(by_class["source"].fillna("none").str.startswith("nearest class").to_numpy(), "nearest-class", "class")
+    class_source = np.where(by_class["source"].fillna("none").str.startswith("nearest ").to_numpy(), "nearest-class", "class")
     out["score_source"] = np.where(has_service, "service", np.where(by_class["measured_on"].notna().to_numpy(), class_source, "none"))
     out["score_class"] = np.where(has_service, None, by_class["score_class"].to_numpy(dtype=object))
     out["scores_inferred"] = np.where(has_service, by_service["inferred"].fillna("").to_numpy(dtype=object) != "",
                                       by_class["inferred"].fillna(False).to_numpy(dtype=bool))
     unscored = int((out["score_source"] == "none").sum())
     if unscored:
-        log.info("%d tasks have no sensitivity scores (their type has no measured class or service)", unscored)
+        log.info("%d tasks have no sensitivity scores (no class has measured scores)", unscored)
     report_cols = ["type", "class", *dims, "measured_on", "source", "inferred"]
     ordered = all_classes.sort_values(["type", "class_level", "class"])[report_cols].reset_index(drop=True)
     return SensitivityAssignment(tasks=out, classes=ordered, dims=dims)

@@ -92,20 +92,26 @@ def problem_from_context(
         profiles = profile_tasks(trace, context.percentiles, context.window_s, skip_invalid=context.skip_invalid_usage, progress=progress).profiles
     scores = task_class = None
     if preset.sensitivity:
-        from packer.characterize import characterize
-        from packer.sensitivity import DEFAULT_SENSITIVITY
-
-        result = characterization if characterization is not None else characterize(
-            trace, profiles, k=context.k, kmax=context.kmax, seed=context.characterize_seed,
-            sensitivity=context.sensitivity or DEFAULT_SENSITIVITY, percentile=context.characterize_percentile,
-        )
+        result = characterization if characterization is not None else characterize_from_context(trace, profiles, context)
         scores = result.scores.tasks
         # Workload class labels ("<type>/<class>") for the per-class relative-performance report.
         labels = result.tasks.set_index("task_id")[["type", "class"]].reindex(trace.tasks["task_id"]).astype(str)
         task_class = (labels["type"] + "/" + labels["class"]).to_numpy(dtype=str)
     problem = build_problem(trace, preset, profiles, scores, max_moves=context.max_moves, spread_host=context.spread_host,
-                            spread_domain=context.spread_domain, weights=context.weights)
+                            spread_domain=context.spread_domain, weights=context.weights, sensitivity_basis=context.sensitivity_basis)
     return problem if task_class is None else problem.with_(task_class=task_class)
+
+
+def characterize_from_context(trace: Trace, profiles: pd.DataFrame, context: PlanContext) -> Characterization:
+    """The characterization ``context`` records (classes, class scores, basis), computed from the trace's profiles."""
+    from packer.characterize import characterize
+    from packer.classes import read_reference_classes
+    from packer.sensitivity import DEFAULT_SENSITIVITY
+
+    reference = read_reference_classes(context.classes_from) if context.classes_from else None
+    return characterize(trace, profiles, k=context.k, kmax=context.kmax, seed=context.characterize_seed,
+                        sensitivity=context.sensitivity or DEFAULT_SENSITIVITY, percentile=context.characterize_percentile,
+                        aggregate=context.class_scores, basis=context.sensitivity_basis, reference=reference)
 
 
 def tasks_that_fit_nowhere(problem: PlacementProblem) -> np.ndarray:

@@ -12,6 +12,9 @@ time limit per solve:
 * the five baseline policies of :mod:`packer.baselines` on the ``baseline_config``
   problem (default ``p99-sens``: the same limits and sensitivity-based eligibility the
   optimizer's richest configuration has, so Paragon and Tarcil see sensitivity);
+* ``refine`` more weights per configuration with sensitivity, each between the two
+  solved ladder points farthest apart on TCO vs tasks at risk
+  (:func:`refinement_weight`): the curve gets dense where the trade-off changes;
 * with ``no_new_risk`` (the default), every configuration with sensitivity dimensions
   once more at weight 0 under the ``max_new_at_risk = 0`` guard (point
   ``<config>-no-new-risk``, solved by the engine): the cost the budget frees without
@@ -26,7 +29,8 @@ characterization), and the weight ladder reuses one built problem.
 configuration's limits, but fragmentation, interference, tasks at risk and relative
 performance do. To compare points, every placement is also evaluated, with
 :mod:`packer.metrics`, on one *yardstick* problem: ``p99-sens`` (p99 usage as each
-task's load, the sensitivity scores of the characterization). So the table's
+task's load, the sensitivity scores of the characterization on the sweep's
+sensitivity basis, recorded in ``sweep.json``). So the table's
 fragmentation is capacity left unused by p99 usage on occupied hosts, and the
 Baseline configuration's tasks at risk are counted with the same sensitivity scores
 (as the paper does for Fig. 12). A requests-only trace (no usage) has no p99 profile
@@ -72,10 +76,12 @@ from packer.atomic import atomic_dir, refuse_to_overwrite_input
 from packer.baselines import BASELINES
 from packer.errors import InputError, Problem
 from packer.metrics import evaluate, rp_distribution, weighted_score_loss
+from packer.normalize import DEFAULT_SENSITIVITY_BASIS
 from packer.plan import PLACEMENT_STATUSES, SUMMARY_FILE, PlanContext, fleet_choice, json_safe, package_versions, write_plan
 from packer.presets import DEFAULT_PRESETS, Preset, load_presets
 from packer.problem import GOALS, PlacementProblem, Weights
 from packer.rpf import relative_performance
+from packer.sensitivity import DEFAULT_CLASS_AGGREGATE
 from packer.trace import Trace, read_json_object, read_parquet_table, read_trace
 
 log = logging.getLogger(__name__)
@@ -131,6 +137,10 @@ class SweepOptions:
     sensitivity: str | None = None
     presets: str = str(DEFAULT_PRESETS)
     no_new_risk: bool = True
+    sensitivity_basis: str = DEFAULT_SENSITIVITY_BASIS
+    class_scores: str = DEFAULT_CLASS_AGGREGATE
+    classes_from: str | None = None
+    refine: int = 5
 
 
 @dataclass(frozen=True)
@@ -194,6 +204,8 @@ def plan_points(options: SweepOptions, presets: dict[str, Preset], has_usage: bo
         raise InputError(f"--solver is the optimizer; '{options.solver}' is a baseline (baselines run anyway)")
     if options.goal not in GOALS or options.goal == "fair":
         raise InputError(f"a sweep trades TCO against SLO risk: --goal must be tco or hosts, got '{options.goal}'")
+    if options.refine < 0:
+        raise InputError(f"--refine must be >= 0, got {options.refine}")
     bad_weights = [w for w in options.weights if not (math.isfinite(w) and w >= 0)]
     if bad_weights or not options.weights:
         raise InputError(f"sensitivity weights must be finite and >= 0 (at least one), got {list(options.weights)}")
@@ -264,6 +276,46 @@ def baseline_dominance(table: pd.DataFrame, risk: str = "tasks_at_risk") -> pd.D
     })
 
 
+#: Refinement stops once adjacent ladder points are closer than this on the range-scaled (TCO, tasks at risk) plane.
+REFINE_MIN_GAP = 0.05
+
+
+def refinement_weight(table: pd.DataFrame, config: str) -> float | None:
+    """The next sensitivity weight worth solving on ``config``'s ladder, or None.
+
+    Among the solved weight points of ``config`` (optimizer rows with a weight and
+    no ``max_new_at_risk`` guard), sorted by weight, the adjacent pair whose points
+    lie farthest apart, with TCO and tasks at risk each divided by its range over
+    the ladder, gets a weight between them: the geometric mean, or a third of the
+    upper weight when the lower is 0, rounded to two significant digits. None when
+    every gap is below :data:`REFINE_MIN_GAP` or the new weight is already solved.
+    This is the adaptive weighted-sum way of filling a Pareto curve: weights are
+    spent where the trade-off changes, not where the plan stays the same.
+    """
+    if table.empty or "tco" not in table.columns:
+        return None
+    ladder = table[(table["kind"] == OPTIMIZER) & (table["config"] == config) & table["weight"].notna()
+                   & table["max_new_at_risk"].isna() & table["tco"].notna()].sort_values("weight")
+    if len(ladder) < 2:
+        return None
+    scaled = []
+    for column in ("tco", "tasks_at_risk"):
+        values = ladder[column].to_numpy(dtype=float)
+        spread = values.max() - values.min()
+        scaled.append(np.diff(values) / spread if spread > 0 else np.zeros(len(values) - 1))
+    gaps = np.hypot(*scaled)
+    weights = ladder["weight"].to_numpy(dtype=float)
+    for i in np.argsort(-gaps, kind="stable"):
+        if gaps[i] < REFINE_MIN_GAP:
+            return None
+        low, high = weights[i], weights[i + 1]
+        middle = high / 3 if low == 0 else math.sqrt(low * high)
+        middle = float(f"{middle:.2g}")
+        if low < middle < high and not np.isclose(weights, middle).any():
+            return middle
+    return None
+
+
 def point_metrics(yardstick: PlacementProblem, assign: np.ndarray, arch_score: np.ndarray) -> dict[str, float]:
     """A placement's row metrics measured on the yardstick problem, all with :mod:`packer.metrics`.
 
@@ -304,6 +356,7 @@ class _Problems:
         self.base_context = PlanContext(
             trace=str(trace_path), fleet=fleet_choice(options.fleet, trace_path), presets=options.presets, sensitivity=options.sensitivity,
             max_moves=options.max_moves, time_limit_s=options.time_limit_s, seed=options.seed, weights=Weights(goal=options.goal),
+            sensitivity_basis=options.sensitivity_basis, class_scores=options.class_scores, classes_from=options.classes_from,
         )
         self.timings: dict[str, float] = {}
         self.profiles = self.characterization = None
@@ -335,13 +388,18 @@ class _Problems:
             self.timings["build_s"] = self.timings.get("build_s", 0.0) + time.perf_counter() - start
         return self._built[point.config].with_(weights=context.weights)
 
-    def _characterize(self) -> None:
-        from packer.characterize import characterize
-        from packer.sensitivity import DEFAULT_SENSITIVITY
+    def score_sources(self) -> dict[str, int]:
+        """Tasks per sensitivity score source (``service``, ``class``, ``nearest-class``, ``none``); empty without a characterization."""
+        if self.characterization is None:
+            return {}
+        counts = self.characterization.tasks["score_source"].value_counts()
+        return {name: int(counts.get(name, 0)) for name in ("service", "class", "nearest-class", "none")}
 
-        ctx, start = self.base_context, time.perf_counter()
-        self.characterization = characterize(self.trace, self.profiles, k=ctx.k, kmax=ctx.kmax, seed=ctx.characterize_seed,
-                                             sensitivity=ctx.sensitivity or DEFAULT_SENSITIVITY, percentile=ctx.characterize_percentile)
+    def _characterize(self) -> None:
+        from packer.solve import characterize_from_context
+
+        start = time.perf_counter()
+        self.characterization = characterize_from_context(self.trace, self.profiles, self.base_context)
         self.timings["characterize_s"] = time.perf_counter() - start
 
 
@@ -372,37 +430,51 @@ def run_sweep(
     arch_score = trace.fleet.archs["score"].reindex(yardstick.arch_names).to_numpy(dtype=float)
     rows: list[dict[str, Any]] = []
     errors: dict[str, str] = {}
+    ladders = [name for name in dict.fromkeys(options.configs) if any(p.config == name and p.weight is not None for p in points)]
+    total = len(points) + options.refine * len(ladders)
+
+    def solve(point: SweepPoint, tmp: Path) -> None:
+        if progress:
+            progress(SweepProgress(len(rows) + 1, total, point))
+        problem = problems.problem(point)
+        if not (np.array_equal(problem.task_ids, yardstick.task_ids) and np.array_equal(problem.host_ids, yardstick.host_ids)):
+            raise RuntimeError(f"config {point.config} orders tasks or hosts differently from the yardstick")
+        row: dict[str, Any] = {"point": point.name, "kind": point.kind, "config": point.config,
+                               "weight": np.nan if point.weight is None else point.weight,
+                               "max_new_at_risk": np.nan if point.max_new_at_risk is None else point.max_new_at_risk,
+                               "covers": ",".join(weight_label(w) for w in point.covers), "solver": point.solver, "plan": ""}
+        solve_start = time.perf_counter()
+        try:
+            result = run_solver(problem, point.solver, options.time_limit_s, options.seed)
+            row.update(solver=result.solver, status=result.status, wall_s=result.wall_s)
+            if result.status in PLACEMENT_STATUSES:
+                plan_dir = write_plan(tmp / PLANS_DIR / point.name, problem, result, problems.context(point), fleet=trace.fleet)
+                summary = json.loads((plan_dir / SUMMARY_FILE).read_text())
+                row.update(plan=f"{PLANS_DIR}/{point.name}", objective=summary["objective"]["total"], bound=summary["bound"], gap=summary["gap"])
+                row.update(point_metrics(yardstick, result.assign, arch_score))
+            else:
+                log.warning("%s: solver status %s, no plan (%s)", point.name, result.status, ", ".join(result.infeasible_tasks[:5]))
+        except (ValueError, RuntimeError, ArithmeticError, IndexError) as exc:
+            # A solver bug in one point must not throw away a long sweep: the point is kept as an
+            # "error" row, its message in sweep.json's "errors", the traceback in the log.
+            log.exception("%s: the solve failed", point.name)
+            errors[point.name] = f"{type(exc).__name__}: {exc}"
+            row.update(status="error", wall_s=time.perf_counter() - solve_start)
+        rows.append(row)
+        if progress:
+            progress(SweepProgress(len(rows), total, point, row))
+
     with atomic_dir(out) as tmp:
-        for step, point in enumerate(points, start=1):
-            if progress:
-                progress(SweepProgress(step, len(points), point))
-            problem = problems.problem(point)
-            if not (np.array_equal(problem.task_ids, yardstick.task_ids) and np.array_equal(problem.host_ids, yardstick.host_ids)):
-                raise RuntimeError(f"config {point.config} orders tasks or hosts differently from the yardstick")
-            row: dict[str, Any] = {"point": point.name, "kind": point.kind, "config": point.config,
-                                   "weight": np.nan if point.weight is None else point.weight,
-                                   "max_new_at_risk": np.nan if point.max_new_at_risk is None else point.max_new_at_risk,
-                                   "covers": ",".join(weight_label(w) for w in point.covers), "solver": point.solver, "plan": ""}
-            solve_start = time.perf_counter()
-            try:
-                result = run_solver(problem, point.solver, options.time_limit_s, options.seed)
-                row.update(solver=result.solver, status=result.status, wall_s=result.wall_s)
-                if result.status in PLACEMENT_STATUSES:
-                    plan_dir = write_plan(tmp / PLANS_DIR / point.name, problem, result, problems.context(point), fleet=trace.fleet)
-                    summary = json.loads((plan_dir / SUMMARY_FILE).read_text())
-                    row.update(plan=f"{PLANS_DIR}/{point.name}", objective=summary["objective"]["total"], bound=summary["bound"], gap=summary["gap"])
-                    row.update(point_metrics(yardstick, result.assign, arch_score))
-                else:
-                    log.warning("%s: solver status %s, no plan (%s)", point.name, result.status, ", ".join(result.infeasible_tasks[:5]))
-            except (ValueError, RuntimeError, ArithmeticError, IndexError) as exc:
-                # A solver bug in one point must not throw away a long sweep: the point is kept as an
-                # "error" row, its message in sweep.json's "errors", the traceback in the log.
-                log.exception("%s: the solve failed", point.name)
-                errors[point.name] = f"{type(exc).__name__}: {exc}"
-                row.update(status="error", wall_s=time.perf_counter() - solve_start)
-            rows.append(row)
-            if progress:
-                progress(SweepProgress(step, len(points), point, row))
+        for point in list(points):
+            solve(point, tmp)
+        for config in ladders:
+            for _ in range(options.refine):
+                weight = refinement_weight(pd.DataFrame(rows), config)
+                if weight is None:
+                    break
+                point = SweepPoint(f"{config}-w{weight_label(weight)}", OPTIMIZER, config, weight, options.solver, (weight,))
+                points.append(point)
+                solve(point, tmp)
         table = _finish_table(rows)
         current = point_metrics(yardstick, yardstick.current, arch_score)
         dominance = {risk: baseline_dominance(table, risk) for risk in ("tasks_at_risk", "interference")}
@@ -418,6 +490,8 @@ def run_sweep(
             "n_tasks": yardstick.n_tasks,
             "n_hosts": yardstick.n_hosts,
             "sens_dims": list(yardstick.sens_dims),
+            "sensitivity_basis": yardstick.sens_basis if yardstick.sens_dims else None,
+            "score_sources": problems.score_sources(),
             "current": current,
             "points": [p.name for p in points],
             "skipped": skipped,
@@ -456,6 +530,60 @@ def _finish_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
 def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     """Rows of ``frame`` as dicts with missing values as None (JSON null)."""
     return frame.astype(object).where(frame.notna(), None).to_dict(orient="records")
+
+
+@dataclass(frozen=True)
+class DirectionCheck:
+    """One of the colocation paper's qualitative findings checked on a sweep: ``passed`` and the numbers behind it."""
+
+    name: str
+    passed: bool
+    detail: str
+
+
+#: Share of tasks at risk before any move inside which a pool shows the TCO-vs-SLO trade-off (issue 10).
+RISK_SHARE_RANGE = (0.05, 0.50)
+
+
+def paper_directions(sweep: Sweep, min_front: int = 4) -> list[DirectionCheck]:
+    """The paper's directions at a move budget (Section V-C), checked on ``sweep``'s table.
+
+    P99 frees more TCO and more hosts than Baseline, with less CPU and memory
+    fragmentation (as a share of occupied capacity) and more tasks at risk; some P99
+    Sens weight (the ladder's points, not the no-new-risk guard) has fewer tasks at
+    risk than Baseline while occupying more hosts than P99; the TCO-vs-tasks-at-risk
+    front has at least ``min_front`` distinct points; and before any move the tasks
+    at risk are a share of :data:`RISK_SHARE_RANGE` (a pool where the trade-off can
+    show). A check whose points are missing from the sweep fails, saying so.
+    """
+    table, current = sweep.table.set_index("point"), sweep.meta["current"]
+    n_tasks = sweep.meta["n_tasks"]
+    low, high = RISK_SHARE_RANGE
+    share = current["tasks_at_risk"] / n_tasks
+    checks = [DirectionCheck("tasks at risk before any move", low <= share <= high,
+                             f"{current['tasks_at_risk']:,} of {n_tasks:,} ({share:.1%}; wanted {low:.0%}-{high:.0%})")]
+    if not {"baseline", "p99"} <= set(table.index) or table.loc[["baseline", "p99"], "tco"].isna().any():
+        return [*checks, DirectionCheck("P99 against Baseline", False, "the sweep has no placed baseline and p99 points")]
+    base, p99 = table.loc["baseline"], table.loc["p99"]
+    for column, label, fmt in (("tco", "TCO", "{:,.1f}"), ("hosts", "hosts", "{:,.0f}"), ("frag_share_cpu", "CPU fragmentation", "{:.2%}"),
+                               ("frag_share_mem", "memory fragmentation", "{:.2%}")):
+        if column in table.columns:
+            checks.append(DirectionCheck(f"P99 {label} below Baseline's", bool(p99[column] < base[column]),
+                                         f"P99 {fmt.format(p99[column])} vs Baseline {fmt.format(base[column])}"))
+    checks.append(DirectionCheck("P99 tasks at risk above Baseline's", bool(p99["tasks_at_risk"] > base["tasks_at_risk"]),
+                                 f"P99 {p99['tasks_at_risk']:,.0f} vs Baseline {base['tasks_at_risk']:,.0f}"))
+    sens = table[(table["kind"] == OPTIMIZER) & (table["config"] == YARDSTICK_CONFIG) & table["max_new_at_risk"].isna() & table["tco"].notna()]
+    safer = sens[(sens["tasks_at_risk"] < base["tasks_at_risk"]) & (sens["hosts"] > p99["hosts"])]
+    best = sens.sort_values(["tasks_at_risk", "tco"]).head(1)
+    detail = (f"{best.index[0]}: tasks at risk {best['tasks_at_risk'].iloc[0]:,.0f} vs Baseline {base['tasks_at_risk']:,.0f}; "
+              f"hosts {best['hosts'].iloc[0]:,.0f} vs P99 {p99['hosts']:,.0f}") if len(best) else "no P99 Sens point placed"
+    checks.append(DirectionCheck("a P99 Sens weight below Baseline's tasks at risk, above P99's hosts", not safer.empty,
+                                 (f"{', '.join(safer.index)}; " if len(safer) else "none; best ") + detail))
+    front = table[table["pareto"]].drop_duplicates(["tco", "tasks_at_risk"])
+    checks.append(DirectionCheck(f"at least {min_front} distinct points on the TCO-vs-tasks-at-risk front", len(front) >= min_front,
+                                 f"{len(front)}: " + ", ".join(f"{name} ({r['tco']:,.0f}, {r['tasks_at_risk']:,.0f})"
+                                                                for name, r in front.sort_values("tco").iterrows())))
+    return checks
 
 
 def read_sweep(path: str | Path) -> Sweep:

@@ -245,6 +245,9 @@ def verify_plan(trace_path: str | Path, plan_path: str | Path) -> VerifyReport:
     if plan.summary.get("format") in OLDER_FORMATS:
         expected = keys_claimed(expected, plan.summary)
         report.notes.append(f"plan format {plan.summary['format']}: only the summary keys that format has are checked")
+        if preset.sensitivity:
+            report.notes.append("sensitivity is read as that format did (the whole-host basis, class scores by their maximum), "
+                                "but every class now gets scores: a mismatch in sensitivity numbers means re-solving the plan")
     claimed = {key: plan.summary.get(key) for key in expected}
     wrong = compare_summary(expected, claimed)
     objective = expected["objective"]["total"]

@@ -52,6 +52,16 @@ def write_tables(path: Path, hosts: pd.DataFrame, tasks: pd.DataFrame, usage: pd
     return write_trace(path, hosts, tasks, batches, row_group_rows=row_group_rows)
 
 
+def crowdable_trace(path: Path) -> Path:
+    """Four 14-core tasks, each alone on a Broadwell18 (32 cores, Eq. 1 CPU scores ~1.3 there): two per host fit by
+    p99 usage but hold 2 x 1.3 x 14/32 > 1 of the host's sensitivity, so packing them puts tasks at risk."""
+    hosts, tasks, usage = tiny_tables(n_tasks=4, n_hosts=4)
+    hosts["arch"] = "Broadwell18"
+    tasks["host_id"] = hosts["host_id"].to_numpy()
+    tasks["cpu_request"] = 14.0
+    return write_tables(path, hosts, tasks, usage)
+
+
 @pytest.fixture
 def tiny_trace(tmp_path: Path) -> Path:
     hosts, tasks, usage = tiny_tables()

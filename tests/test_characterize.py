@@ -69,18 +69,28 @@ def test_cli_writes_tasks_report_and_png(tmp_path):
                 "measured_on", "score_source", "eligible_archs", "ineligible_archs"):
         assert col in tasks.columns, col
     assert set(tasks.groupby("type")["class"].nunique()) == {3}
-    # Rank2 (a measured service) has Table III's Broadwell20 scores; on Haswell10 its CPU is 1.13 -> ineligible.
+    # Rank2 (a measured service) has Table III's Broadwell20 scores; on Haswell10 its CPU is 1.13.
     rank2 = tasks[tasks["service"] == "Rank2"].iloc[0]
     assert (rank2["cpu_sens"], rank2["measured_on"], rank2["score_source"]) == (0.93, "Broadwell20", "service")
     assert rank2["cpu_sens_Haswell10"] == pytest.approx(1.1297, abs=1e-4)
-    assert "Haswell10" in rank2["ineligible_archs"].split("|") and "Broadwell20" in rank2["eligible_archs"].split("|")
-    # Type I classes have no measured service in the default table: unscored, eligible everywhere.
+    # On the need basis a Haswell10 is ineligible for it exactly when 1.13 x its share of a Haswell10 exceeds 1.
+    share = rank2["need_cu"] / 1.63
+    assert ("Haswell10" in rank2["ineligible_archs"].split("|")) == (1.1297 * share > 1)
+    assert "Broadwell20" in rank2["eligible_archs"].split("|")
+    # Type I classes have no measured service in the default table: they take Type II's class of their level.
     type1 = tasks[tasks["type"] == "I"]
-    assert (type1["score_source"] == "none").all() and (type1["ineligible_archs"] == "").all()
-    assert "60 tasks have no sensitivity scores" in result.output
+    assert (type1["score_source"] == "nearest-class").all() and type1["score_class"].str.startswith("II/").all()
+    assert "no sensitivity scores" not in result.output
+    # The whole-host reading: 1.13 > 1 makes Haswell10 ineligible whatever the task's size.
+    host = run(trace, "--profiles", profiles, "--out", tmp_path / "host", "--seed", 3, "--sensitivity-basis", "host")
+    assert host.exit_code == 0, host.output
+    rank2 = pd.read_parquet(tmp_path / "host" / "tasks.parquet").query("service == 'Rank2'").iloc[0]
+    assert "Haswell10" in rank2["ineligible_archs"].split("|")
+    assert "basis `host`" in (tmp_path / "host" / "report.md").read_text()
 
     report = (out / "report.md").read_text()
-    for text in ("## Workload classes", "## Sensitivity", "WCSS", "Architectures each class may not use", "![WCSS](wcss.png)", "Broadwell18 cores"):
+    for text in ("## Workload classes", "## Sensitivity", "WCSS", "Tasks that may not use each architecture", "![WCSS](wcss.png)",
+                 "Broadwell18 cores", "basis `need`", "mean over the class's measured services"):
         assert text in report, text
     png = (out / "wcss.png").read_bytes()
     assert png.startswith(PNG_MAGIC) and len(png) > 10_000

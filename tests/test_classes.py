@@ -168,3 +168,60 @@ def test_bad_profiles_are_input_errors():
     with pytest.raises(InputError, match="negative") as err:
         classify_tasks(bad, tasks, hosts, FLEET, source="p.parquet")
     assert "p.parquet" in str(err.value) and bad.loc[3, "task_id"] in str(err.value)
+
+
+def _continuous_population(n: int = 600, seed: int = 0):
+    """Hosts, tasks and p99 profiles of one umbrella type with no clear clusters (lognormal usage)."""
+    rng = np.random.default_rng(seed)
+    hosts = pd.DataFrame({"host_id": ["h1", "h2"], "arch": ["Broadwell20", "Skylake16"]})
+    ids = [f"t{i}" for i in range(n)]
+    usage = np.exp(rng.normal([1.5, 2.5, -1.0], [0.9, 0.8, 0.7], (n, 3)))
+    tasks = pd.DataFrame({"task_id": ids, "host_id": np.where(rng.random(n) < 0.5, "h1", "h2"),
+                          "cpu_request": usage[:, 0] * 2, "mem_request": usage[:, 1] * 2, "net_request": usage[:, 2] * 2})
+    profiles = pd.DataFrame({"task_id": ids, "cpu_p99": usage[:, 0], "mem_p99": usage[:, 1], "net_p99": usage[:, 2]})
+    return hosts, tasks, profiles
+
+
+def test_the_fit_as_its_own_reference_gives_the_same_classes():
+    hosts, tasks, profiles = blob_trace({"I": 3, "II": 4}, seed=2)
+    fit = classify_tasks(profiles, tasks, hosts, FLEET, seed=1)
+    again = classify_tasks(profiles, tasks, hosts, FLEET, seed=99, reference=fit.centroids)
+    assert (again.tasks["class"] == fit.tasks["class"]).all()
+    assert again.chosen_k == fit.chosen_k and again.wcss.empty
+    pd.testing.assert_frame_equal(again.centroids.drop(columns="n_tasks"), fit.centroids.drop(columns="n_tasks"), check_like=True)
+
+
+def test_classes_are_stable_under_small_profile_changes_with_a_reference():
+    """A task whose p99 profile barely changed keeps its class: fixed centres instead of a new fit."""
+    hosts, tasks, profiles = _continuous_population()
+    fit = classify_tasks(profiles, tasks, hosts, FLEET, k=3, seed=0)
+    rng = np.random.default_rng(5)
+    changed = profiles.copy()
+    for col in ("cpu_p99", "mem_p99", "net_p99"):
+        changed[col] *= np.exp(rng.normal(0, 0.01, len(changed)))  # ~1% week-to-week change
+    kept = classify_tasks(changed, tasks, hosts, FLEET, seed=0, reference=fit.centroids)
+    assert (kept.tasks["class"] == fit.tasks["class"]).mean() >= 0.98
+    assert set(kept.tasks["class"]) == set(fit.tasks["class"]) == {"low", "medium", "high"}
+
+
+def test_a_type_missing_from_the_reference_is_clustered_afresh():
+    hosts, tasks, profiles = blob_trace({"I": 3, "II": 3}, seed=3)
+    fit = classify_tasks(profiles, tasks, hosts, FLEET, seed=0)
+    only_ii = fit.centroids[fit.centroids["type"] == "II"]
+    mixed = classify_tasks(profiles, tasks, hosts, FLEET, seed=0, reference=only_ii)
+    assert (mixed.tasks["class"] == fit.tasks["class"]).all()
+    assert set(mixed.wcss["type"]) == {"I"}
+
+
+def test_reference_classes_are_read_and_checked(tmp_path):
+    from packer.classes import read_reference_classes
+
+    hosts, tasks, profiles = blob_trace({"I": 2, "II": 2})
+    fit = classify_tasks(profiles, tasks, hosts, FLEET)
+    fit.centroids.to_parquet(tmp_path / "classes.parquet", index=False)
+    pd.testing.assert_frame_equal(read_reference_classes(tmp_path), fit.centroids)
+    with pytest.raises(InputError, match="reference classes not found"):
+        read_reference_classes(tmp_path / "nowhere")
+    fit.centroids.drop(columns="scale_cpu").to_parquet(tmp_path / "old.parquet", index=False)
+    with pytest.raises(InputError, match="scale_cpu"):
+        read_reference_classes(tmp_path / "old.parquet")

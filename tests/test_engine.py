@@ -150,3 +150,32 @@ def test_the_new_risk_guard_frees_hosts_whose_tasks_are_already_at_risk():
     result = solve_engine(problem, FAST)
     assert evaluate(problem, result.assign).hosts == 2
     assert tasks_at_risk(problem, result.assign) <= 2 and violations(problem, result.assign) == []
+
+
+def _relief_or_emptying(weight: float):
+    """Two hosts to empty with one move each (1 cost unit apiece), a host over its sensitivity limit by 1.5 that one
+    move relieves, a host over by 0.3, and a large host to receive; at most 2 moves."""
+    #            a    b    c1   c1b  c1c  c2   c2b  e
+    demand = [2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 1.0]
+    sens = [0.0, 0.0, 1.5, 0.5, 0.5, 0.6, 0.7, 0.0]
+    current = [0, 1, 2, 2, 2, 3, 3, 4]
+    return small_problem(demand, [10, 10, 10, 10, 100], [1, 1, 1, 1, 1], current, sens=np.array(sens)[:, None],
+                         sens_capacity=np.array([1, 1, 1, 1, 100])[:, None], max_moves=2,
+                         weights=Weights(fragmentation=0.0, sensitivity=weight))
+
+
+@pytest.mark.parametrize(("weight", "gain", "relieved", "emptied"), [
+    (1.0, 2.5, 1, 1),   # relief of the worst host (1.5) beats an emptying (1), which beats relief of the other (0.3)
+    (0.3, 2.0, 0, 2),   # relief is worth 0.45 a move: both moves empty hosts
+    (10.0, 18.0, 2, 0),  # relief is worth 15 and 3 a move: both moves relieve
+])
+def test_the_engine_splits_the_budget_between_relief_and_emptying(weight, gain, relieved, emptied):
+    problem = _relief_or_emptying(weight)
+    result = solve_engine(problem, FAST)
+    assert violations(problem, result.assign) == []
+    before = evaluate(problem, problem.current).objective
+    assert before - result.objective == pytest.approx(gain - 2 * problem.weights.moves)
+    moved = np.flatnonzero(result.assign != problem.current)
+    assert len(moved) == 2
+    assert int(np.isin(moved, [2, 3, 4, 5, 6]).sum()) == relieved
+    assert int((np.bincount(result.assign, minlength=problem.n_hosts)[:4] == 0).sum()) == emptied

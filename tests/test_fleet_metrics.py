@@ -103,8 +103,10 @@ def test_a_packer_plan_1_summary_still_verifies(tmp_path):
     runner = CliRunner()
     assert runner.invoke(cli, ["solve", str(trace), "--out", str(plan), "--config", "baseline", "--solver", "baseline-ffd"]).exit_code == 0
     summary = json.loads((plan / "summary.json").read_text())
-    assert summary["format"] == "packer-plan/2"
+    assert summary["format"] == "packer-plan/3"
     summary["format"] = "packer-plan/1"
+    for key in ("sensitivity_basis", "class_scores", "classes_from"):
+        del summary["context"][key]
     for key in ("fleet_change", "moves_by_arch"):
         del summary[key]
     for when in ("before", "after"):
@@ -115,3 +117,22 @@ def test_a_packer_plan_1_summary_still_verifies(tmp_path):
     summary["metrics"]["after"]["tco"] += 1  # an old-format summary is still checked on what it says
     (plan / "summary.json").write_text(json.dumps(summary))
     assert runner.invoke(cli, ["verify", str(trace), str(plan)]).exit_code == 1
+
+
+def test_a_packer_plan_2_sensitivity_plan_is_read_as_it_was_written(tmp_path):
+    """Before format 3 a plan had no sensitivity basis: it is rebuilt on the whole-host basis with class maxima."""
+    hosts, tasks, usage = tiny_tables(n_tasks=8, n_hosts=4)
+    trace = write_tables(tmp_path / "t", hosts, tasks, usage)
+    plan = tmp_path / "plan"
+    runner = CliRunner()
+    solved = runner.invoke(cli, ["solve", str(trace), "--out", str(plan), "--config", "p99-sens", "--sensitivity-basis", "host",
+                                 "--class-scores", "max", "--time-limit", "5"])
+    assert solved.exit_code == 0, solved.output
+    summary = json.loads((plan / "summary.json").read_text())
+    summary["format"] = "packer-plan/2"
+    for key in ("sensitivity_basis", "class_scores", "classes_from"):
+        del summary["context"][key]
+    (plan / "summary.json").write_text(json.dumps(summary))
+    result = runner.invoke(cli, ["verify", str(trace), str(plan)])
+    assert result.exit_code == 0, result.output
+    assert "whole-host basis" in result.output

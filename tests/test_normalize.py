@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from packer.fleet import load_fleet
 from packer.normalize import (
     SENSITIVITY_DIMS,
+    host_share,
     normalize_scores,
     reference_arch,
     sensitivity_capacity,
@@ -136,6 +137,18 @@ def test_eq1_net_discrepancy_is_stated():
     assert np.all((printed / measured >= 2.06) & (printed / measured <= 2.23))
 
 
+def test_need_basis_eligibility_depends_on_the_task_share():
+    """Rank2's CPU is 1.13 on Haswell10: on the need basis a Rank2 task is ineligible there only when its
+    share of the host times 1.13 exceeds 1 (a whole Haswell10: 1.63 CU)."""
+    scores = pd.DataFrame({"cpu": [0.93, 0.93], "membw": [0.0, 0.0], "net": [0.0, 0.0], "measured_on": ["Broadwell20"] * 2})
+    norm = normalize_scores(scores, FLEET)
+    haswell10 = ARCHS.index("Haswell10")
+    cu = np.array([0.5, 1.6])  # shares 0.307 and 0.982 of a Haswell10
+    eligible = norm.eligibility(host_share(cu, FLEET))
+    assert eligible[0, haswell10] and not eligible[1, haswell10]
+    assert not norm.eligibility()[0, haswell10]  # the host basis: 1.13 > 1 whatever the task's size
+
+
 def test_rank2_cpu_makes_haswell10_ineligible():
     """Rank2 CPU 0.93 on Broadwell20 is 1.13 on Haswell10 (> 1): Haswell10 cannot host Rank2."""
     scores = pd.DataFrame({"cpu": [0.93, 0.81], "membw": [0.0, 0.0], "net": [0.0, 0.0], "measured_on": ["Broadwell20"] * 2})
@@ -200,11 +213,19 @@ def test_sensitivity_as_a_resource_is_eq1():
     scores["measured_on"] = rng.choice(ARCHS, n)
     norm = normalize_scores(scores, FLEET)
     for dim in SENSITIVITY_DIMS:
-        demand = sensitivity_demand(scores[dim], scores["measured_on"], FLEET, dim)
-        capacity = sensitivity_capacity(FLEET, dim).to_numpy()
+        demand = sensitivity_demand(scores[dim], scores["measured_on"], FLEET, dim, "host")
+        capacity = sensitivity_capacity(FLEET, dim, "host").to_numpy()
         np.testing.assert_allclose(demand[:, None] / capacity[None, :], norm.values[dim])
-    assert sensitivity_capacity(FLEET, "membw")["Haswell10"] == pytest.approx(75.6 / 48)
-    assert sensitivity_capacity(FLEET, "cpu")["Skylake16"] == 2.52
+        # On the need basis the same ratio is scaled by the task's share of the host, CU / score_A.
+        cu = rng.uniform(0, 2, n)
+        need = sensitivity_demand(scores[dim], scores["measured_on"], FLEET, dim, "need", cu)
+        np.testing.assert_allclose(need[:, None] / sensitivity_capacity(FLEET, dim, "need").to_numpy()[None, :],
+                                   norm.values[dim] * host_share(cu, FLEET))
+    assert sensitivity_capacity(FLEET, "membw", "host")["Haswell10"] == pytest.approx(75.6 / 48)
+    assert sensitivity_capacity(FLEET, "cpu", "host")["Skylake16"] == 2.52
+    assert sensitivity_capacity(FLEET, "cpu")["Skylake16"] == pytest.approx(2.52 ** 2)
+    with pytest.raises(ValueError, match="requested compute units"):
+        sensitivity_demand(scores["cpu"], scores["measured_on"], FLEET, "cpu", "need")
 
 
 arch_st = st.sampled_from(ARCHS)
@@ -239,3 +260,63 @@ def test_eligibility_is_monotone_in_the_score(triples, shrink, measured_on):
     e_high = normalize_scores(high, FLEET).eligibility()
     e_low = normalize_scores(low, FLEET).eligibility()
     assert np.all(e_low | ~e_high)
+
+
+# --- Golden hosts for the sensitivity basis, through build_problem and the metrics (hand-computed) ---
+#
+# One Broadwell20 host (56 cores, score 1.98, membw 153 Gbps, net 12.5 Gbps) carries three tasks with Table III's
+# measured Broadwell20 scores, requests in Broadwell20 cores:
+#   KeyVal2 (cpu 0.64, membw 0.45, net 0.51), 28 cores -> 0.99 CU, share 28/56 = 0.5
+#   Rank2   (0.93, 0.86, 0.96),                  20 cores -> share 20/56 = 0.357143
+#   Log1    (0.68, 0.60, 0.60),                  12 cores -> share 12/56 = 0.214286
+# need basis: cpu   0.64*0.5 + 0.93*0.357143 + 0.68*0.214286 = 0.32 + 0.332143 + 0.145714 = 0.797857
+#             membw 0.45*0.5 + 0.86*0.357143 + 0.60*0.214286 = 0.225 + 0.307143 + 0.128571 = 0.660714
+#             net   0.51*0.5 + 0.96*0.357143 + 0.60*0.214286 = 0.255 + 0.342857 + 0.128571 = 0.726429
+#   -> within 1 in every dimension: no task at risk, Eq. 4 interference 0.
+# host basis: cpu 0.64 + 0.93 + 0.68 = 2.25, membw 1.91, net 2.07 -> all 3 at risk, interference 1.25 + 0.91 + 1.07 = 3.23;
+#   Log1 alone on the Haswell10: membw 0.60 * (153/56)/(75.6/48) = 1.040816, net 1.285714 -> excess 0.326531.
+# A second host, a Haswell10 (48 cores, score 1.63, membw 75.6, net 5), carries Log1 with 40 Haswell10 cores:
+#   CU = 40 * 1.63/48 = 1.358333, share 40/48 = 0.833333; Eq. 1 net 0.60 * (12.5/56)/(5/48) = 1.285714
+#   need basis: net 1.285714 * 0.833333 = 1.071429 > 1 -> at risk alone (excess 0.071429); cpu 0.68*1.98/1.63*0.833 = 0.688344.
+#   So Log1 that large may not move to a Haswell10, yet may stay on the one it runs on.
+
+def _golden_problem(tmp_path, basis):
+    from packer.presets import Preset
+    from packer.problem import build_problem
+    from packer.trace import read_trace
+    from tests.conftest import write_tables
+
+    hosts = pd.DataFrame({"host_id": ["bw", "hw"], "arch": ["Broadwell20", "Haswell10"]})
+    tasks = pd.DataFrame({"task_id": ["kv2", "rank2", "log1", "big"], "job_id": ["a", "b", "c", "d"], "host_id": ["bw", "bw", "bw", "hw"],
+                          "cpu_request": [28.0, 20.0, 12.0, 40.0], "mem_request": [10.0, 10.0, 10.0, 10.0], "net_request": [0.1] * 4})
+    trace = read_trace(write_tables(tmp_path / "golden", hosts, tasks, None))
+    rows = {"kv2": (0.64, 0.45, 0.51), "rank2": (0.93, 0.86, 0.96), "log1": (0.68, 0.60, 0.60), "big": (0.68, 0.60, 0.60)}
+    scores = pd.DataFrame([rows[t] for t in tasks["task_id"]], columns=list(SENSITIVITY_DIMS)).assign(measured_on="Broadwell20")
+    preset = Preset("sens", "Sens", "requests and sensitivity", {"cpu": "request", "mem": "request"}, SENSITIVITY_DIMS)
+    return build_problem(trace, preset, None, scores, max_moves=None, sensitivity_basis=basis)
+
+
+def test_golden_hosts_on_the_need_basis(tmp_path):
+    from packer.metrics import evaluate, host_sensitivity
+
+    problem = _golden_problem(tmp_path, "need")
+    assert problem.sens_basis == "need"
+    summed = host_sensitivity(problem, problem.current)
+    np.testing.assert_allclose(summed[0], [0.797857, 0.660714, 0.726429], atol=1e-6)
+    assert summed[1][2] == pytest.approx(1.071429, abs=1e-6) and summed[1][0] == pytest.approx(0.688344, abs=1e-6)
+    ev = evaluate(problem, problem.current)
+    assert ev.tasks_at_risk == 1
+    assert ev.interference["net"] == pytest.approx(0.071429, abs=1e-6) and ev.interference["cpu"] == 0.0
+    haswell10 = list(problem.arch_names).index("Haswell10")
+    assert not problem.eligible[3, haswell10] and problem.eligible[0, haswell10]
+
+
+def test_golden_hosts_on_the_host_basis(tmp_path):
+    from packer.metrics import evaluate, host_sensitivity
+
+    problem = _golden_problem(tmp_path, "host")
+    summed = host_sensitivity(problem, problem.current)
+    np.testing.assert_allclose(summed[0], [2.25, 1.91, 2.07], atol=1e-9)
+    ev = evaluate(problem, problem.current)
+    assert ev.tasks_at_risk == 4  # the three on the Broadwell20, and Log1 alone on the Haswell10 (net 1.29)
+    assert sum(ev.interference.values()) == pytest.approx(3.23 + 0.285714 + 0.040816, abs=1e-5)

@@ -10,6 +10,7 @@ import pytest
 
 from packer.errors import InfeasibleError, InputError
 from packer.metrics import evaluate
+from packer.move_list import MOVES_CSV, MOVES_MARKDOWN
 from packer.plan import (
     MOVES_FILE,
     PLACEMENT_FILE,
@@ -49,7 +50,7 @@ def test_round_trip(tmp_path, tiny_problem):
     assign = _empty_h2(problem)
     context = PlanContext(trace=str(trace.path), fleet="default", config="baseline", max_moves=5, weights=problem.weights, solver="hand", seed=3)
     out = write_plan(tmp_path / "plan", problem, _result(problem, assign), context)
-    assert sorted(p.name for p in out.iterdir()) == sorted([PLACEMENT_FILE, MOVES_FILE, SUMMARY_FILE, REPORT_FILE])
+    assert sorted(p.name for p in out.iterdir()) == sorted([PLACEMENT_FILE, MOVES_FILE, MOVES_CSV, MOVES_MARKDOWN, SUMMARY_FILE, REPORT_FILE])
 
     plan = read_plan(out)
     assert plan.placement["task_id"].tolist() == problem.task_ids.tolist()
@@ -97,6 +98,21 @@ def test_summary_contents(tmp_path, tiny_problem):
     assert sum(r["tco_before"] for r in summary["by_arch"].values()) == pytest.approx(before.tco)
     assert summary["moves"] == {"count": after.moves, "temporary": 0, "temporary_outside_fleet": 0}
     assert "TCO (cost units) | 5 | 3" in (out / REPORT_FILE).read_text()
+
+
+def test_readable_move_list_beside_moves_parquet(tmp_path, tiny_problem):
+    trace, problem = tiny_problem
+    out = write_plan(tmp_path / "plan", problem, _result(problem, _empty_h2(problem)), PlanContext(trace=str(trace.path), max_moves=5))
+    moves, listed = read_plan(out).moves, pd.read_csv(out / MOVES_CSV)
+    assert listed["step"].tolist() == moves["step"].tolist() and listed["task"].tolist() == moves["task_id"].tolist()
+    assert listed["to_host"].tolist() == moves["to_host"].tolist() and set(listed["from_arch"]) == {"Haswell12"}
+    jobs = trace.tasks.set_index("task_id")["job_id"]
+    assert listed["job"].tolist() == jobs[listed["task"]].tolist()
+    # Both tasks of h2 (a Haswell12 of Type II, 2 cost units) leave it: together they empty it.
+    assert listed["buys"].tolist() == [f"empties h2 (Haswell12, frees 2 cost units; move {i} of 2 off it)" for i in (1, 2)]
+    text = (out / MOVES_MARKDOWN).read_text()
+    assert "| step | task | job | from host (arch) | to host (arch) | what it buys |" in text
+    assert all(f"| {r.step} | {r.task} | {r.job} | h2 (Haswell12) |" in text for r in listed.itertuples())
 
 
 def test_gap_from_a_finite_bound(tmp_path, tiny_problem):

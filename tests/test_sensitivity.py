@@ -84,15 +84,15 @@ def test_service_then_class_then_nearest_class(tmp_path):
     table = load_sensitivity(write(tmp_path, GOOD), FLEET)
     tasks = classified([
         ("t1", "A", "II", "low"),      # measured service
-        ("t2", None, "II", "low"),     # class low = max(A, B on Broadwell20)
+        ("t2", None, "II", "low"),     # class low = aggregate of A, B on Broadwell20
         ("t3", None, "II", "high"),    # class high = C
         ("t4", None, "II", "medium"),  # no medium service: nearest level, ties go up -> high
         ("t5", "C", "II", "low"),      # C's tasks are in the trace... but t6/t7 outvote it
         ("t6", "C", "II", "high"),
         ("t7", "C", "II", "high"),
-        ("t8", None, "I", "low"),      # type I has no measured class: unscored
+        ("t8", None, "I", "low"),      # type I has no measured class: the same level of type II
     ])
-    result = assign_scores(tasks, table, FLEET).tasks.set_index("task_id")
+    result = assign_scores(tasks, table, FLEET, "max").tasks.set_index("task_id")
     assert tuple(result.loc["t1", ["cpu", "membw", "net"]]) == (0.5, 0.4, 0.3)
     assert result.loc["t1", "measured_on"] == "Broadwell20" and result.loc["t1", "score_source"] == "service"
     # B measured on Skylake16 is expressed on Broadwell20 before the maximum.
@@ -100,20 +100,47 @@ def test_service_then_class_then_nearest_class(tmp_path):
     np.testing.assert_allclose(result.loc["t2", ["cpu", "membw", "net"]].to_numpy(float), np.maximum([0.5, 0.4, 0.3], b_on_bw20))
     assert result.loc["t2", "measured_on"] == "Broadwell20" and result.loc["t2", "score_source"] == "class"
     assert tuple(result.loc["t3", ["cpu", "membw", "net"]]) == (0.9, 0.8, 0.7)
-    assert result.loc["t4", "score_source"] == "nearest-class" and result.loc["t4", "score_class"] == "high"
+    assert result.loc["t4", "score_source"] == "nearest-class" and result.loc["t4", "score_class"] == "II/high"
     assert tuple(result.loc["t4", ["cpu", "membw", "net"]]) == (0.9, 0.8, 0.7)
     assert result.loc["t5", "score_source"] == "service"  # its own service's scores, whatever its class
-    assert result.loc["t8", "score_source"] == "none" and np.isnan(result.loc["t8", "cpu"]) and pd.isna(result.loc["t8", "measured_on"])
+    assert result.loc["t8", "score_source"] == "nearest-class" and result.loc["t8", "score_class"] == "II/low"
+    np.testing.assert_allclose(result.loc["t8", ["cpu", "membw", "net"]].to_numpy(float), result.loc["t2", ["cpu", "membw", "net"]].to_numpy(float))
+    # The default aggregate is the mean of the class's services.
+    mean = assign_scores(tasks, table, FLEET).tasks.set_index("task_id")
+    np.testing.assert_allclose(mean.loc["t2", ["cpu", "membw", "net"]].to_numpy(float), (np.array([0.5, 0.4, 0.3]) + b_on_bw20) / 2)
+    with pytest.raises(InputError, match="unknown class score aggregate"):
+        assign_scores(tasks, table, FLEET, "median")
+
+
+def test_every_task_is_scored_whatever_the_type_of_its_host(tmp_path):
+    """Scores measured on Type II reach Type I classes by level: same level first, then the nearest, own type first."""
+    table = load_sensitivity(fleet=FLEET)
+    tasks = classified([("a", None, "II", "low"), ("b", None, "II", "high"), ("c", None, "I", "low"), ("d", None, "I", "medium"),
+                        ("e", None, "I", "high"), ("f", "Rank2", "II", "high")])
+    out = assign_scores(tasks, table, FLEET).tasks.set_index("task_id")
+    assert (out["score_source"] != "none").all() and out[["cpu", "membw", "net"]].notna().all().all()
+    assert out.loc[["c", "d", "e"], "score_class"].tolist() == ["II/low", "II/medium", "II/high"]
+    assert tuple(out.loc["c", ["cpu", "membw", "net"]]) == tuple(out.loc["a", ["cpu", "membw", "net"]])
+    assert out.loc["f", "score_source"] == "service" and out.loc["f", "cpu"] == 0.93
+    # A type with a scored class of its own keeps its own type on equal distance.
+    own = GOOD + "D,medium,Skylake14,0.3,0.3,0.3,true\n"
+    tasks = classified([("x", "D", "I", "medium"), ("y", None, "I", "low"), ("z", None, "II", "medium"), ("w", None, "I", "high")])
+    out = assign_scores(tasks, load_sensitivity(write(tmp_path, own), FLEET), FLEET).tasks.set_index("task_id")
+    assert out.loc["y", "score_class"] == "II/low"   # same level in another type beats a neighbouring level
+    assert out.loc["z", "score_class"] == "I/medium"  # no medium in type II: the same level of type I
+    assert out.loc["w", "score_class"] == "II/high"
 
 
 def test_service_joins_the_class_most_of_its_tasks_are_in(tmp_path):
     # The table says A is "low", but in the trace A's tasks are mostly "high": A's scores shape class high.
     table = load_sensitivity(write(tmp_path, GOOD), FLEET)
     tasks = classified([("a1", "A", "II", "high"), ("a2", "A", "II", "high"), ("a3", "A", "II", "low"), ("x", None, "II", "high"), ("y", None, "II", "low")])
-    out = assign_scores(tasks, table, FLEET)
-    classes = out.classes.set_index(["type", "class"])
+    classes = assign_scores(tasks, table, FLEET, "max").classes.set_index(["type", "class"])
     assert classes.loc[("II", "high"), "source"] == "max of A, C"
     assert classes.loc[("II", "low"), "source"] == "max of B"
+    classes = assign_scores(tasks, table, FLEET).classes.set_index(["type", "class"])
+    assert classes.loc[("II", "high"), "source"] == "mean of A, C"
+    assert classes.loc[("II", "high"), "cpu"] == pytest.approx(0.7)
 
 
 def test_class_rows_and_unmeasured_rows(tmp_path):
@@ -128,13 +155,18 @@ def test_class_rows_and_unmeasured_rows(tmp_path):
 def test_default_table_on_a_trace_without_those_services():
     table = load_sensitivity(fleet=FLEET, services=["web", "db"])
     tasks = classified([("1", "web", "II", "high"), ("2", "db", "II", "low"), ("3", None, "I", "medium")])
-    out = assign_scores(tasks, table, FLEET)
+    out = assign_scores(tasks, table, FLEET, "max")
     t = out.tasks.set_index("task_id")
     # Table II's "high" = max(KeyVal3, Rank2) on Broadwell20.
     assert tuple(t.loc["1", ["cpu", "membw", "net"]]) == (0.93, 0.86, 0.96)
     assert tuple(t.loc["2", ["cpu", "membw", "net"]]) == (0.68, 0.6, 0.61)
-    assert t.loc["3", "score_source"] == "none"  # Table III's services are Type II clusters
-    assert set(out.classes["type"]) == {"II"}
+    # Table III's services are Type II clusters; a Type I medium task takes Type II's medium class.
+    assert t.loc["3", "score_source"] == "nearest-class" and tuple(t.loc["3", ["cpu", "membw", "net"]]) == (0.64, 0.53, 0.51)
+    # The mean of Table III's Broadwell20 rows per Table II class (the default).
+    t = assign_scores(tasks, table, FLEET).tasks.set_index("task_id")
+    np.testing.assert_allclose(t.loc["1", ["cpu", "membw", "net"]].to_numpy(float), [0.87, 0.81, 0.93])
+    np.testing.assert_allclose(t.loc["2", ["cpu", "membw", "net"]].to_numpy(float), [0.655, 0.505, 0.605])
+    np.testing.assert_allclose(t.loc["3", ["cpu", "membw", "net"]].to_numpy(float), [0.635, 0.49, 0.435])
 
 
 def test_empty_cells_are_filled_by_inference(tmp_path):
@@ -160,3 +192,18 @@ def test_empty_cells_are_filled_by_inference(tmp_path):
     assert none.empty and same.rows["inferred"].eq("").all()
     with pytest.raises(InputError, match="no score at all"):
         load_sensitivity(write(tmp_path, "service,class,arch,cpu,membw,net\nA,low,Broadwell20,,,\n"), FLEET, allow_missing=True)
+
+
+def test_an_unscored_class_takes_the_scores_of_the_class_whose_centre_is_nearest():
+    """Type I clustered into two classes: its upper class (level 1, like Type II's high) resembles Type II's medium."""
+    table = load_sensitivity(fleet=FLEET)
+    tasks = pd.DataFrame({"task_id": ["a", "b", "c", "d", "e"], "service": None, "type": ["I", "I", "II", "II", "II"],
+                          "class": ["level-1/2", "level-2/2", "low", "medium", "high"], "class_level": [0.0, 1.0, 0.0, 0.5, 1.0]})
+    centres = pd.DataFrame({"type": ["I", "I", "II", "II", "II"], "class": ["level-1/2", "level-2/2", "low", "medium", "high"],
+                            "cpu_ref_cores": [1.2, 14.3, 1.3, 17.7, 29.7], "mem_gib": [3.4, 11.9, 3.6, 36.6, 56.6],
+                            "net_gbps": [0.08, 0.5, 0.11, 0.53, 1.6], "scale_cpu": [1.1, 1.1, 1.0, 1.0, 1.0],
+                            "scale_mem": [0.7, 0.7, 1.0, 1.0, 1.0], "scale_net": [0.2, 0.2, 0.3, 0.3, 0.3]})
+    by_centre = assign_scores(tasks, table, FLEET, centroids=centres).tasks.set_index("task_id")
+    assert by_centre.loc[["a", "b"], "score_class"].tolist() == ["II/low", "II/medium"]
+    by_level = assign_scores(tasks, table, FLEET).tasks.set_index("task_id")
+    assert by_level.loc[["a", "b"], "score_class"].tolist() == ["II/low", "II/high"]

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from conftest import tiny_tables, write_tables
+from conftest import crowdable_trace, tiny_tables, write_tables
 from packer.cli import cli
 
 
@@ -103,12 +103,27 @@ def test_the_new_risk_guard_is_kept_and_verified(trace, tmp_path):
     assert summary["metrics"]["after"]["tasks_at_risk"] <= summary["metrics"]["before"]["tasks_at_risk"]
 
 
-def test_verify_rejects_a_plan_that_breaks_the_new_risk_guard(trace, tmp_path):
+def test_verify_rejects_a_plan_that_breaks_the_new_risk_guard(tmp_path):
+    trace = crowdable_trace(tmp_path / "t")  # an unguarded repack puts its tasks at risk
     plan = tmp_path / "plan"
     _, summary = solve_and_verify(trace, plan, "--config", "p99-sens", "--sensitivity-weight", "0", "--max-moves", "unlimited")
+    assert summary["context"]["sensitivity_basis"] == "need"
     assert summary["metrics"]["after"]["tasks_at_risk"] > summary["metrics"]["before"]["tasks_at_risk"]
     doc = json.loads((plan / "summary.json").read_text())
     doc["context"]["weights"]["max_new_at_risk"] = 0  # claim a guard the unguarded plan does not keep
     (plan / "summary.json").write_text(json.dumps(doc))
     check = run("verify", trace, plan)
     assert check.exit_code == 1 and "tasks at risk of interference, more than" in check.output
+
+
+def test_sensitivity_options_are_recorded_and_verified(trace, tmp_path):
+    """--classes-from, --class-scores and --sensitivity-basis reach the plan's context, and verify rebuilds with them."""
+    characterized = CliRunner().invoke(cli, ["characterize", str(trace), "--out", str(tmp_path / "char")])
+    assert characterized.exit_code == 0, characterized.output
+    _, summary = solve_and_verify(trace, tmp_path / "plan", "--config", "p99-sens", "--classes-from", tmp_path / "char",
+                                  "--class-scores", "max", "--sensitivity-basis", "host")
+    context = summary["context"]
+    assert (context["class_scores"], context["sensitivity_basis"]) == ("max", "host")
+    assert context["classes_from"] == str((tmp_path / "char").resolve())
+    bad = run("solve", trace, "--out", tmp_path / "p2", "--config", "p99-sens", "--classes-from", tmp_path / "char" / "report.md")
+    assert bad.exit_code == 2 and "report.md" in bad.output and not (tmp_path / "p2").exists()

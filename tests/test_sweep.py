@@ -11,12 +11,12 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import tiny_tables, write_tables
+from conftest import crowdable_trace, tiny_tables, write_tables
 from packer.cli import cli
 from packer.errors import InputError
 from packer.presets import load_presets
-from packer.sweep import (BASELINE, OPTIMIZER, SweepOptions, baseline_dominance, pareto_front, plan_points, read_sweep,
-                          run_sweep)
+from packer.sweep import (BASELINE, OPTIMIZER, Sweep, SweepOptions, baseline_dominance, paper_directions, pareto_front, plan_points,
+                          read_sweep, run_sweep)
 from packer.verify import verify_plan
 
 WEIGHTS = (0.0, 1.0)
@@ -91,6 +91,55 @@ def test_dominance_on_interference():
 # --- which solves a sweep runs ---
 
 
+def _direction_table(rows):
+    table = pd.DataFrame(rows, columns=["point", "kind", "config", "max_new_at_risk", "tco", "hosts", "tasks_at_risk", "frag_share_cpu", "frag_share_mem"])
+    table["pareto"] = pareto_front(table["tco"], table["tasks_at_risk"])
+    return Sweep(path=None, table=table, meta={"current": {"tasks_at_risk": 200}, "n_tasks": 1000})
+
+
+def test_paper_directions_on_hand_made_points():
+    rows = [
+        ("baseline", OPTIMIZER, "baseline", np.nan, 95.0, 60, 220, 0.40, 0.50),
+        ("p99", OPTIMIZER, "p99", np.nan, 90.0, 55, 260, 0.35, 0.45),
+        ("p99-sens-w0", OPTIMIZER, "p99-sens", np.nan, 90.0, 55, 250, 0.35, 0.45),
+        ("p99-sens-w1", OPTIMIZER, "p99-sens", np.nan, 92.0, 57, 190, 0.36, 0.46),
+        ("p99-sens-w10", OPTIMIZER, "p99-sens", np.nan, 99.0, 62, 150, 0.40, 0.50),
+        ("p99-sens-no-new-risk", OPTIMIZER, "p99-sens", 0.0, 91.0, 56, 200, 0.36, 0.46),
+    ]
+    checks = {c.name: c for c in paper_directions(_direction_table(rows))}
+    assert all(c.passed for c in checks.values()), [c for c in checks.values() if not c.passed]
+    assert "p99-sens-w1, p99-sens-w10" in checks["a P99 Sens weight below Baseline's tasks at risk, above P99's hosts"].detail
+    assert checks["at least 4 distinct points on the TCO-vs-tasks-at-risk front"].detail.startswith("4:")
+    # The no-new-risk guard point does not stand for a weight; a flat pool misses the directions.
+    rows[3] = ("p99-sens-w1", OPTIMIZER, "p99-sens", np.nan, 90.0, 55, 250, 0.35, 0.45)
+    rows[4] = ("p99-sens-w10", OPTIMIZER, "p99-sens", np.nan, 90.0, 55, 250, 0.35, 0.45)
+    rows[5] = ("p99-sens-no-new-risk", OPTIMIZER, "p99-sens", 0.0, 99.0, 62, 150, 0.40, 0.50)
+    missed = {c.name for c in paper_directions(_direction_table(rows)) if not c.passed}
+    assert missed == {"a P99 Sens weight below Baseline's tasks at risk, above P99's hosts",
+                      "at least 4 distinct points on the TCO-vs-tasks-at-risk front"}
+    saturated = _direction_table(rows)
+    saturated.meta["current"]["tasks_at_risk"] = 930
+    assert not next(c for c in paper_directions(saturated) if c.name == "tasks at risk before any move").passed
+
+
+def test_refinement_weight_fills_the_widest_gap_of_the_ladder():
+    from packer.sweep import refinement_weight
+
+    def ladder(points):
+        return pd.DataFrame([{"kind": OPTIMIZER, "config": "p99-sens", "weight": w, "max_new_at_risk": np.nan, "tco": tco,
+                              "tasks_at_risk": risk} for w, tco, risk in points])
+
+    # 0 -> 1 changes little, 3 -> 10 everything: the next weight is sqrt(30) = 5.5.
+    assert refinement_weight(ladder([(0, 100, 50), (1, 100, 49), (3, 101, 48), (10, 140, 10)]), "p99-sens") == 5.5
+    # A gap starting at weight 0 gets a third of the upper weight.
+    assert refinement_weight(ladder([(0, 100, 90), (0.3, 140, 10)]), "p99-sens") == 0.1
+    # Flat ladders, or gaps already split to two digits, need nothing more.
+    assert refinement_weight(ladder([(0, 100, 50), (10, 100, 50)]), "p99-sens") is None
+    assert refinement_weight(ladder([(1, 100, 50), (1.1, 150, 10)]), "p99-sens") is None
+    assert refinement_weight(ladder([(1, 100, 50)]), "p99-sens") is None
+    assert refinement_weight(ladder([(0, 100, 50), (10, 140, 10)]), "p99") is None
+
+
 def test_points_reuse_solves_whose_problem_does_not_depend_on_the_weight():
     options = SweepOptions(weights=(0, 0.1, 0.3, 1, 3, 10))
     points, skipped = plan_points(options, load_presets(), has_usage=True)
@@ -123,6 +172,7 @@ def test_points_on_a_requests_only_trace_keep_only_request_based_configs():
     (SweepOptions(baselines=("baseline-magic",)), "unknown baseline"),
     (SweepOptions(solver="baseline-ffd"), "optimizer"),
     (SweepOptions(goal="fair"), "goal"),
+    (SweepOptions(refine=-1), "--refine"),
 ])
 def test_bad_options_are_input_errors(options, message):
     with pytest.raises(InputError, match=message):
@@ -138,7 +188,7 @@ def tiny_sweep(tmp_path_factory):
     hosts, tasks, usage = tiny_tables(n_tasks=24, n_hosts=8, seed=1)
     trace = write_tables(root / "trace", hosts, tasks, usage)
     events = []
-    sweep = run_sweep(trace, root / "sweep", SweepOptions(weights=WEIGHTS, time_limit_s=5), progress=events.append)
+    sweep = run_sweep(trace, root / "sweep", SweepOptions(weights=WEIGHTS, time_limit_s=5, refine=0), progress=events.append)
     return trace, sweep, events
 
 
@@ -161,6 +211,7 @@ def test_sweep_writes_the_table_and_its_meta(tiny_sweep):
     assert table["pareto"].tolist() == pareto_front(table["tco"], table["tasks_at_risk"]).tolist()
     assert [d["baseline"] for d in meta["dominance"]] == table.loc[table["kind"] == BASELINE, "point"].tolist()
     assert meta["yardstick"] == "p99-sens" and meta["timings"]["total_s"] > 0
+    assert meta["sensitivity_basis"] == "need" and sum(meta["score_sources"].values()) == meta["n_tasks"]
     # Progress: a start and a done event per solve, in order.
     assert [(e.step, e.row is None) for e in events] == [(i, first) for i in range(1, len(table) + 1) for first in (True, False)]
     # Nothing but the sweep folder is left beside it (atomic write: no temporary folders).
@@ -278,3 +329,18 @@ def test_a_failing_solve_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch
     assert not (out / "plans" / "baseline-ffd").exists()
     dominance = {d["baseline"]: d["dominated"] for d in sweep.meta["dominance"]}
     assert dominance["baseline-ffd"] is None
+
+
+def test_the_sweep_refines_its_ladder_where_the_trade_off_changes(tmp_path):
+    # At weight 0 the tasks pack together (hosts freed, all at risk), at weight 100 they stay apart;
+    # the refinement solves a weight in between and its plan verifies.
+    trace = crowdable_trace(tmp_path / "t")
+    out = tmp_path / "sweep"
+    result = CliRunner().invoke(cli, ["sweep", str(trace), "--out", str(out), "--config", "p99-sens", "--weights", "0,100", "--refine", "1",
+                                      "--no-baselines", "--no-no-new-risk-point", "--time-limit", "5"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    table = read_sweep(out).table.set_index("point")
+    assert list(table.index) == ["p99-sens-w0", "p99-sens-w100", "p99-sens-w33"]
+    assert table.loc["p99-sens-w0", "tasks_at_risk"] > table.loc["p99-sens-w100", "tasks_at_risk"]
+    assert table.loc["p99-sens-w33", "weight"] == 33 and table.loc["p99-sens-w33", "covers"] == "33"
+    assert verify_plan(trace, out / table.loc["p99-sens-w33", "plan"]).ok

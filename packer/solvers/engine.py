@@ -14,6 +14,11 @@ engine therefore works host by host:
    budget allows it and the objective improves; otherwise its tentative moves are
    undone. Emptying a host that received tasks earlier is allowed (its tasks then
    move again), so the greedy can repeat in passes until nothing improves.
+   With a sensitivity weight, **relief** moves (single tasks off hosts over their
+   sensitivity limit, :func:`_relieve_interference`) compete with emptying for the
+   move budget: the engine tries several splits of the budget between the two
+   (:data:`RELIEF_SHARES`, both orders) and keeps the plan with the best objective,
+   so each weight buys its own mixture of cost and risk.
 2. **Large-neighbourhood search** (when an exact sub-solver is available and time
    remains): a few dozen hosts around the current frontier (the cheapest-to-free
    hosts still open, and hosts with sensitivity excess) are re-solved with CP-SAT
@@ -455,6 +460,53 @@ def _relieve_interference(state: _State, budget: float, config: EngineConfig, de
     return False
 
 
+#: Shares of a move budget the engine tries spending on interference relief, the rest on emptying hosts
+#: (:func:`_mix_relief_and_emptying`). 0 is "all emptying", 1 "all relief".
+RELIEF_SHARES = (0.0, 0.1, 0.25, 0.5, 0.75, 1.0)
+
+
+def _mix_relief_and_emptying(problem: PlacementProblem, start: np.ndarray, budget: float, config: EngineConfig,
+                             deadline: float, report, keep: Callable[[_State], None]) -> bool:
+    """The best plan over ways of splitting a move budget between relief moves and emptying hosts.
+
+    Relief buys Eq. 4's interference down at the sensitivity weight, emptying buys
+    cost; which is worth more per move depends on the weight and on the move. For
+    each share of :data:`RELIEF_SHARES` the engine spends that share on relief then
+    the rest on emptying (then any moves left on relief), and for shares strictly
+    between 0 and 1 also the other order; it keeps the plan with the lowest
+    objective, so the weight ladder of a sweep yields a curve of mixtures rather
+    than two extremes. Every run starts from ``start`` with the same seed. Each new
+    best state is handed to ``keep`` as soon as its run ends (so Ctrl-C keeps it);
+    returns whether the deadline cut the runs short.
+    """
+    runs: list[tuple[str, float]] = [("relief first", share) for share in RELIEF_SHARES if share > 0]
+    runs += [("emptying first", 1.0 - share) for share in RELIEF_SHARES if share < 1]
+    best_objective = np.inf
+    for order, share in runs:
+        state = _State(problem, start)
+        rng = np.random.default_rng(config.seed)
+        progress = lambda phase, s=state: report(f"{phase} ({order}, {share:.0%} of the budget)", s)  # noqa: E731
+        if order == "relief first":
+            steps = ((_relieve_interference, share * budget), (_empty_hosts, budget), (_relieve_interference, budget))
+        else:
+            steps = ((_empty_hosts, share * budget), (_relieve_interference, budget))
+        timed_out = False
+        for step, limit in steps:
+            limit = np.floor(limit + 1e-9)
+            timed_out = (step(state, limit, config, deadline, progress) if step is _relieve_interference
+                         else step(state, limit, False, config, rng, deadline, progress))
+            if timed_out:
+                break
+        objective = evaluate(problem, state.assign).objective
+        log.info("%s, %.0f%% of the budget: objective %.4f, %d moves", order, 100 * share, objective, state.moves)
+        if objective < best_objective - 1e-9:
+            best_objective = objective
+            keep(state)
+        if timed_out:
+            return True
+    return False
+
+
 def solve_engine(
     problem: PlacementProblem,
     config: EngineConfig = EngineConfig(),
@@ -475,25 +527,25 @@ def solve_engine(
     full = problem.max_moves is None
     deadline = t0 + config.time_limit
     interrupted = timed_out = False
-    state = _State(problem, problem.current if start is None else start)
+    first = problem.current if start is None else start
+    state = _State(problem, first)
 
-    def report(phase: str) -> None:
+    def report(phase: str, current: _State | None = None) -> None:
         if config.progress is not None:
-            ev = evaluate(problem, state.assign)
+            ev = evaluate(problem, (current or state).assign)
             config.progress(Progress(phase, ev.objective, config.bound, ev.moves, ev.hosts, time.perf_counter() - t0))
 
+    def keep(best: _State) -> None:
+        nonlocal state
+        state = best
+
     try:
-        timed_out = _empty_hosts(state, budget, full, config, rng, deadline, report)
-        if problem.sens_dims and problem.weights.sensitivity > 0 and not timed_out:
-            emptied_first = state
-            timed_out = _relieve_interference(emptied_first, budget, config, deadline, report)
-            if not full and not timed_out:
-                # A move budget spent on emptying first may be worth more spent on relief first: try both.
-                state = _State(problem, problem.current if start is None else start)
-                timed_out = (_relieve_interference(state, budget, config, deadline, report)
-                             or _empty_hosts(state, budget, full, config, rng, deadline, report))
-                if evaluate(problem, state.assign).objective >= evaluate(problem, emptied_first.assign).objective:
-                    state = emptied_first
+        if problem.sens_dims and problem.weights.sensitivity > 0 and not full:
+            timed_out = _mix_relief_and_emptying(problem, first, budget, config, deadline, report, keep)
+        else:
+            timed_out = _empty_hosts(state, budget, full, config, rng, deadline, report)
+            if problem.sens_dims and problem.weights.sensitivity > 0 and not timed_out:
+                timed_out = _relieve_interference(state, budget, config, deadline, report)
         # With a budget that covers every movable task, a full repack's construction is allowed too.
         # A construction ignores the --max-new-at-risk guard, so with one the search starts from the current placement only.
         unbound = (full or budget >= int(problem.movable.sum())) and state.risk_limit is None
