@@ -2,7 +2,7 @@
 
     python benchmarks/bench_characterize.py [--tasks 37000] [--hosts 18000] [--seed 0]
 
-The trace's hosts and tasks come from packer.generate (jobs, hosts, request-based
+The trace's hosts and tasks come from packer.io.generate (jobs, hosts, request-based
 placement; no usage is generated). Profiles are synthetic: p99 = request x the
 job's mean utilization level from the generator x 1.6 x per-task lognormal noise
 (sigma 0.25), clipped to 1.2 x request, with 2% of tasks
@@ -38,9 +38,9 @@ CHILD = """
 import json, resource, sys, time
 from pathlib import Path
 import pandas as pd
-from packer.trace import read_trace
-from packer.classes import classify_tasks
-from packer.characterize import characterize, write_characterization
+from packer.io.trace import read_trace
+from packer.characterize.classes import classify_tasks
+from packer.characterize.characterization import characterize, write_characterization
 
 trace = read_trace(sys.argv[1])
 profiles = pd.read_parquet(sys.argv[2])
@@ -70,9 +70,9 @@ print(json.dumps({
 
 def build(work: Path, tasks: int, hosts: int, seed: int) -> tuple[Path, Path, Path]:
     """Write the trace (no usage), the synthetic profiles and a sensitivity table with one empty cell."""
-    from packer.fleet import load_fleet
-    from packer.generate import make_hosts, make_jobs, place_by_requests
-    from packer.trace import write_trace
+    from packer.io.fleet import load_fleet
+    from packer.io.generate import make_hosts, make_jobs, place_by_requests
+    from packer.io.trace import write_trace
 
     fleet = load_fleet()
     jobs = make_jobs(tasks, seed)

@@ -21,10 +21,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from packer.characterize import Characterization, characterize
-from packer.normalize import SENSITIVITY_DIMS
-from packer.profile import profile_tasks
-from packer.trace import FLEET_FILE, read_trace, write_trace
+from packer.characterize.characterization import Characterization, characterize
+from packer.characterize.normalize import SENSITIVITY_DIMS
+from packer.characterize.profile import profile_tasks
+from packer.io.trace import FLEET_FILE, read_trace, write_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 BITBRAINS = ROOT / "benchmarks" / "work" / "bitbrains"

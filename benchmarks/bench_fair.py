@@ -31,12 +31,12 @@ WORK = ROOT / "benchmarks" / "work"
 
 def paper(moves: int, time_limit: float) -> None:
     from packer import get_preset, read_trace
-    from packer.metrics import evaluate, rp_distribution
-    from packer.plan import PlanContext, write_plan
-    from packer.problem import Weights
-    from packer.rpf import relative_performance
-    from packer.solve import problem_from_context, run_solver
-    from packer.verify import verify_plan
+    from packer.model.metrics import evaluate, rp_distribution
+    from packer.plan.plan import PlanContext, write_plan
+    from packer.model.problem import Weights
+    from packer.model.rpf import relative_performance
+    from packer.solvers.run import problem_from_context, run_solver
+    from packer.plan.verify import verify_plan
 
     trace_path = WORK / "paper"
     if not trace_path.exists():
@@ -75,8 +75,8 @@ def small(instances: int, exact_time: float) -> None:
     sys.path.insert(0, str(ROOT / "tests"))
     from problems import random_problem
 
-    from packer.problem import Weights
-    from packer.rpf import relative_performance
+    from packer.model.problem import Weights
+    from packer.model.rpf import relative_performance
     from packer.solvers.leximin import quantize, solve_leximin_engine, solve_leximin_exact
 
     equal = unproven = 0

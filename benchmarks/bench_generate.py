@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from packer.generate import generate_trace
+from packer.io.generate import generate_trace
 
 WORK = Path(__file__).resolve().parent / "work"
 

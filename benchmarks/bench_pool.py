@@ -18,12 +18,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from packer.metrics import evaluate
-from packer.plan import PlanContext
-from packer.presets import get_preset
-from packer.profile import profile_tasks
-from packer.solve import characterize_from_context, problem_from_context
-from packer.trace import read_trace
+from packer.model.metrics import evaluate
+from packer.plan.plan import PlanContext
+from packer.io.presets import get_preset
+from packer.characterize.profile import profile_tasks
+from packer.solvers.run import characterize_from_context, problem_from_context
+from packer.io.trace import read_trace
 
 DIMS = ("cpu", "mem")
 

@@ -55,7 +55,7 @@ def ensure_import(name: str) -> Path | None:
 
 
 def main() -> None:
-    from packer.sweep import SweepOptions
+    from packer.report.sweep import SweepOptions
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--time-limit", type=float, default=60.0, help="Seconds per optimizer solve.")

@@ -46,12 +46,12 @@ def ensure_trace(tasks: int) -> Path:
 def one(trace: str, config: str, budget: str, solver: str, time_limit: float) -> dict:
     """Solve once in this process and report (see module doc)."""
     from packer import get_preset, read_trace
-    from packer.baselines import first_fit_decreasing
+    from packer.solvers.baselines import first_fit_decreasing
     from packer.errors import InputError
-    from packer.metrics import evaluate
-    from packer.plan import PlanContext, write_plan
-    from packer.solve import engine_bound, problem_from_context, run_solver
-    from packer.verify import verify_plan
+    from packer.model.metrics import evaluate
+    from packer.plan.plan import PlanContext, write_plan
+    from packer.solvers.run import engine_bound, problem_from_context, run_solver
+    from packer.plan.verify import verify_plan
 
     max_moves = None if budget == "unlimited" else int(budget)
     t = read_trace(trace)
@@ -127,8 +127,8 @@ def small(instances: int, time_limit: float, engine_limit: float) -> None:
     sys.path.insert(0, str(ROOT / "tests"))
     from problems import random_problem  # the tests' random instance family
 
-    from packer.problem import Weights
-    from packer.solve import run_solver
+    from packer.model.problem import Weights
+    from packer.solvers.run import run_solver
 
     equal = proven = 0
     worst = 0.0
@@ -154,8 +154,8 @@ def falkenauer(time_limit: float) -> None:
     """Full repack of Falkenauer's 1-D instances: bins used against the best known count."""
     import numpy as np
 
-    from packer.problem import PlacementProblem, Weights
-    from packer.solve import run_solver
+    from packer.model.problem import PlacementProblem, Weights
+    from packer.solvers.run import run_solver
 
     folder = SHARED / "falkenauer"
     if not folder.exists():

@@ -10,7 +10,7 @@ policies — under one move budget, writes the sweep folder and its report
 against the 30-minute target, solves reused, peak RSS, and the issue's check that the
 optimizer dominates every baseline (some optimizer point with lower TCO and no more
 tasks at risk), plus the same check on interference, and the paper's directions
-(:func:`packer.sweep.paper_directions`: P99 against Baseline, a P99 Sens weight below
+(:func:`packer.report.sweep.paper_directions`: P99 against Baseline, a P99 Sens weight below
 Baseline's risk, at least four Pareto points, a pool with 5-50% of tasks at risk). With
 ``--verify`` every plan is then checked with ``packer verify`` (each re-profiles the
 trace: slow at paper scale; not part of the timed sweep).
@@ -64,8 +64,8 @@ def run(trace: Path, out: Path, options, verify: bool, directions_required: bool
     """
     import pandas as pd
 
-    from packer.report import write_report
-    from packer.sweep import run_sweep
+    from packer.report.report import write_report
+    from packer.report.sweep import run_sweep
 
     print(f"sweep of {trace} -> {out}", flush=True)
     start = time.perf_counter()
@@ -102,7 +102,7 @@ def run(trace: Path, out: Path, options, verify: bool, directions_required: bool
         if key == "dominance":
             failed += not every
         print(f"  -> {'every baseline dominated' if every else 'NOT every baseline dominated'}")
-    from packer.sweep import paper_directions
+    from packer.report.sweep import paper_directions
 
     print("\nthe paper's directions (Section V-C) at this move budget:")
     for check in paper_directions(sweep):
@@ -112,7 +112,7 @@ def run(trace: Path, out: Path, options, verify: bool, directions_required: bool
         print(f"FAILED solve {name}: {message}")
         failed += 1
     if verify:
-        from packer.verify import verify_plan
+        from packer.plan.verify import verify_plan
 
         print("\nverifying every plan (packer verify):", flush=True)
         for _, row in table[table["plan"] != ""].iterrows():
@@ -125,7 +125,7 @@ def run(trace: Path, out: Path, options, verify: bool, directions_required: bool
 
 
 def main() -> None:
-    from packer.sweep import SweepOptions
+    from packer.report.sweep import SweepOptions
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trace", type=Path, default=WORK / "paper", help="Trace folder; generated if missing (default benchmarks/work/paper).")

@@ -3,9 +3,9 @@
 # wins, and CP-SAT fails if it is not OR-Tools. Load OR-Tools before anything imports PuLP.
 from ortools.sat.python import cp_model as _cp_model  # noqa: F401
 from packer.errors import InfeasibleError, InputError, Problem
-from packer.fleet import Fleet, load_fleet
-from packer.presets import Preset, get_preset, load_presets
-from packer.trace import Trace, read_trace, write_trace
+from packer.io.fleet import Fleet, load_fleet
+from packer.io.presets import Preset, get_preset, load_presets
+from packer.io.trace import Trace, read_trace, write_trace
 
 __all__ = [
     "Fleet",

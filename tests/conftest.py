@@ -8,7 +8,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from packer.trace import write_trace
+from packer.io.trace import write_trace
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from packer.problem import PlacementProblem, Weights
+from packer.model.problem import PlacementProblem, Weights
 
 
 def random_problem(seed: int, n_tasks: int = 20, n_hosts: int = 6, n_archs: int = 3, spread: bool = False, sens: bool = False, max_moves="random", weights: Weights = Weights()) -> PlacementProblem:

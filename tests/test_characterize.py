@@ -10,9 +10,9 @@ import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 
-from packer.characterize import characterize
-from packer.cli import cli
-from packer.trace import read_trace, write_trace
+from packer.characterize.characterization import characterize
+from packer.cli.commands import cli
+from packer.io.trace import read_trace, write_trace
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 TYPE_ARCHS = {"I": ["Skylake14", "Broadwell18"], "II": ["Broadwell20", "Skylake16", "Haswell12"]}

@@ -5,10 +5,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import packer.classes as classes_module
-from packer.classes import class_labels, class_level, classify_tasks, elbow_k, wcss_curve
+import packer.characterize.classes as classes_module
+from packer.characterize.classes import class_labels, class_level, classify_tasks, elbow_k, wcss_curve
 from packer.errors import InputError
-from packer.fleet import load_fleet
+from packer.io.fleet import load_fleet
 
 FLEET = load_fleet()
 # Two architectures per umbrella type, so features must be normalized to compare tasks.
@@ -214,7 +214,7 @@ def test_a_type_missing_from_the_reference_is_clustered_afresh():
 
 
 def test_reference_classes_are_read_and_checked(tmp_path):
-    from packer.classes import read_reference_classes
+    from packer.characterize.classes import read_reference_classes
 
     hosts, tasks, profiles = blob_trace({"I": 2, "II": 2})
     fit = classify_tasks(profiles, tasks, hosts, FLEET)

@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from packer.bounds import freeable_cost_bound, repack_cost_bound
-from packer.metrics import evaluate, risk_limit, risk_violations, tasks_at_risk, violations
-from packer.problem import Weights
-from packer.solve import run_solver
+from packer.solvers.bounds import freeable_cost_bound, repack_cost_bound
+from packer.model.metrics import evaluate, risk_limit, risk_violations, tasks_at_risk, violations
+from packer.model.problem import Weights
+from packer.solvers.run import run_solver
 from packer.solvers import solve_cpsat
 from packer.solvers.engine import EngineConfig, construct_repack, solve_engine
 from problems import random_problem, small_problem

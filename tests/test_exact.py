@@ -8,12 +8,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from packer.metrics import evaluate, host_sensitivity, occupied, violations
-from packer.presets import get_preset
-from packer.problem import PlacementProblem, Weights, build_problem
+from packer.model.metrics import evaluate, host_sensitivity, occupied, violations
+from packer.io.presets import get_preset
+from packer.model.problem import PlacementProblem, Weights, build_problem
 from packer.solvers import solve_cpsat, solve_milp, solve_subproblem
 from packer.solvers.formulation import frag_constant
-from packer.trace import read_trace
+from packer.io.trace import read_trace
 from conftest import tiny_tables, write_tables
 from problems import random_problem, small_problem
 

@@ -1,4 +1,4 @@
-"""packer.metrics against hand-computed cases: Eq. 2 fragmentation (absolute and share), Eq. 3 WSL,
+"""packer.model.metrics against hand-computed cases: Eq. 2 fragmentation (absolute and share), Eq. 3 WSL,
 Eq. 4 interference, colocation factor, hosts freed/occupied and moves by architecture; and plan
 summaries / verify built on them (one implementation)."""
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import tiny_tables, write_tables
-from packer.cli import cli
-from packer.metrics import colocation_factor, evaluate, fleet_breakdown, host_changes_by_arch, moves_by_arch, weighted_score_loss
-from packer.problem import PlacementProblem, Weights
+from packer.cli.commands import cli
+from packer.model.metrics import colocation_factor, evaluate, fleet_breakdown, host_changes_by_arch, moves_by_arch, weighted_score_loss
+from packer.model.problem import PlacementProblem, Weights
 
 # Two architectures: A (score 1.0, type I, cost 1) and B (score 2.0, type II, cost 2).
 ARCHS = pd.DataFrame({"type": ["I", "II"], "score": [1.0, 2.0]}, index=pd.Index(["A", "B"], name="arch"))

@@ -12,10 +12,10 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from packer.cli import cli
+from packer.cli.commands import cli
 from packer.errors import InputError
-from packer.fleet import load_fleet
-from packer.generate import (
+from packer.io.fleet import load_fleet
+from packer.io.generate import (
     ARCH_MIX,
     CLASSES,
     RACK_SIZE,
@@ -27,7 +27,7 @@ from packer.generate import (
     sample_count,
     usage_batches,
 )
-from packer.trace import read_trace
+from packer.io.trace import read_trace
 
 FLEET = load_fleet()
 DIMS = ("cpu", "mem", "net")
@@ -115,7 +115,7 @@ def test_paper_scale_placement_is_packed_by_requests_like_an_allocation_schedule
 
 def test_every_task_starts_on_an_architecture_eligible_for_it(paper_pool):
     """On the need basis with the class scores packer would give it (a Rank2 task alone fits a Skylake16, not a Haswell10)."""
-    from packer.generate import _eligible_archs, _services
+    from packer.io.generate import _eligible_archs, _services
 
     jobs, hosts, tasks = paper_pool
     eligible = _eligible_archs(jobs, FLEET, _services())

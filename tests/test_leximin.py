@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import tiny_tables, write_tables
-from packer.cli import cli
-from packer.metrics import evaluate, rp_floors, violations
-from packer.problem import Weights
-from packer.rpf import relative_performance
-from packer.solve import run_solver
+from packer.cli.commands import cli
+from packer.model.metrics import evaluate, rp_floors, violations
+from packer.model.problem import Weights
+from packer.model.rpf import relative_performance
+from packer.solvers.run import run_solver
 from packer.solvers.cpsat import solve_cpsat
 from packer.solvers.leximin import leximin_key, quantize, solve_leximin_engine, solve_leximin_exact
 from problems import random_problem, small_problem

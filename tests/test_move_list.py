@@ -5,8 +5,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from packer.move_list import MOVE_LIST_COLUMNS, MOVES_CSV, MOVES_MARKDOWN, move_list, render_move_list, write_move_list
-from packer.moves import order_moves
+from packer.plan.move_list import MOVE_LIST_COLUMNS, MOVES_CSV, MOVES_MARKDOWN, move_list, render_move_list, write_move_list
+from packer.plan.moves import order_moves
 from problems import small_problem
 
 # Hosts h0..h3 (capacity 10; costs 2, 1, 3, 1; sensitivity capacity 1). Today: t0, t1 on h0 (summed

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from packer.metrics import host_loads
-from packer.moves import MOVE_COLUMNS, check_move_order, order_moves
-from packer.problem import PlacementProblem
+from packer.model.metrics import host_loads
+from packer.plan.moves import MOVE_COLUMNS, check_move_order, order_moves
+from packer.model.problem import PlacementProblem
 
 
 def make_problem(demand, capacity, current, *, host_arch=None, eligible=None) -> PlacementProblem:

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from packer.fleet import load_fleet
-from packer.normalize import (
+from packer.io.fleet import load_fleet
+from packer.characterize.normalize import (
     SENSITIVITY_DIMS,
     host_share,
     normalize_scores,
@@ -26,7 +26,7 @@ from packer.normalize import (
     translate_cpu_matrix,
     translate_sensitivity,
 )
-from packer.sensitivity import load_sensitivity
+from packer.characterize.sensitivity import load_sensitivity
 
 FLEET = load_fleet()
 ARCHS = list(FLEET.archs.index)
@@ -281,9 +281,9 @@ def test_eligibility_is_monotone_in_the_score(triples, shrink, measured_on):
 #   So Log1 that large may not move to a Haswell10, yet may stay on the one it runs on.
 
 def _golden_problem(tmp_path, basis):
-    from packer.presets import Preset
-    from packer.problem import build_problem
-    from packer.trace import read_trace
+    from packer.io.presets import Preset
+    from packer.model.problem import build_problem
+    from packer.io.trace import read_trace
     from tests.conftest import write_tables
 
     hosts = pd.DataFrame({"host_id": ["bw", "hw"], "arch": ["Broadwell20", "Haswell10"]})
@@ -297,7 +297,7 @@ def _golden_problem(tmp_path, basis):
 
 
 def test_golden_hosts_on_the_need_basis(tmp_path):
-    from packer.metrics import evaluate, host_sensitivity
+    from packer.model.metrics import evaluate, host_sensitivity
 
     problem = _golden_problem(tmp_path, "need")
     assert problem.sens_basis == "need"
@@ -312,7 +312,7 @@ def test_golden_hosts_on_the_need_basis(tmp_path):
 
 
 def test_golden_hosts_on_the_host_basis(tmp_path):
-    from packer.metrics import evaluate, host_sensitivity
+    from packer.model.metrics import evaluate, host_sensitivity
 
     problem = _golden_problem(tmp_path, "host")
     summed = host_sensitivity(problem, problem.current)

@@ -2,16 +2,16 @@
 
 A fresh 5,000-task paper-shaped trace (a seed nobody tuned on) is swept with the real
 command; the sweep must reproduce the paper's qualitative findings
-(:func:`packer.sweep.paper_directions`) and every plan it writes must pass the verifier.
+(:func:`packer.report.sweep.paper_directions`) and every plan it writes must pass the verifier.
 """
 from __future__ import annotations
 
 import pytest
 from click.testing import CliRunner
 
-from packer.cli import cli
-from packer.sweep import paper_directions, read_sweep
-from packer.verify import verify_plan
+from packer.cli.commands import cli
+from packer.report.sweep import paper_directions, read_sweep
+from packer.plan.verify import verify_plan
 
 
 @pytest.mark.slow

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from packer.errors import InfeasibleError, InputError
-from packer.metrics import evaluate
-from packer.move_list import MOVES_CSV, MOVES_MARKDOWN
-from packer.plan import (
+from packer.model.metrics import evaluate
+from packer.plan.move_list import MOVES_CSV, MOVES_MARKDOWN
+from packer.plan.plan import (
     MOVES_FILE,
     PLACEMENT_FILE,
     REPORT_FILE,
@@ -21,10 +21,10 @@ from packer.plan import (
     read_plan,
     write_plan,
 )
-from packer.presets import get_preset
-from packer.problem import Weights, build_problem
+from packer.io.presets import get_preset
+from packer.model.problem import Weights, build_problem
 from packer.solvers.result import SolveResult
-from packer.trace import read_trace
+from packer.io.trace import read_trace
 
 
 @pytest.fixture

@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import tiny_tables, write_tables
-from packer.cli import cli
-from packer.profile import grouped_percentiles, profile_tasks
-from packer.trace import read_trace
+from packer.cli.commands import cli
+from packer.characterize.profile import grouped_percentiles, profile_tasks
+from packer.io.trace import read_trace
 
 
 def expected_profiles(tasks: pd.DataFrame, usage: pd.DataFrame, q: float, window_s: int) -> pd.DataFrame:

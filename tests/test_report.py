@@ -17,9 +17,9 @@ from click.testing import CliRunner
 from PIL import Image
 
 from conftest import tiny_tables, write_tables
-from packer.cli import cli
+from packer.cli.commands import cli
 from packer.errors import InputError
-from packer.report import (
+from packer.report.report import (
     COLOURS,
     PAPER_CHANGES,
     RECOMMENDATION_RULE,
@@ -41,7 +41,7 @@ from packer.report import (
     unscored_text,
     write_report,
 )
-from packer.sweep import BASELINE, OPTIMIZER, SweepOptions, pareto_front, run_sweep
+from packer.report.sweep import BASELINE, OPTIMIZER, SweepOptions, pareto_front, run_sweep
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -1,4 +1,4 @@
-"""Relative performance functions (packer.rpf): Carrera et al.'s equations, golden examples from the paper, invariants."""
+"""Relative performance functions (packer.model.rpf): Carrera et al.'s equations, golden examples from the paper, invariants."""
 from __future__ import annotations
 
 import math
@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from packer.metrics import host_sensitivity, rp_distribution
-from packer.problem import Weights
-from packer.rpf import (
+from packer.model.metrics import host_sensitivity, rp_distribution
+from packer.model.problem import Weights
+from packer.model.rpf import (
     KIND_BATCH,
     KIND_TRANSACTIONAL,
     RP_CAP,

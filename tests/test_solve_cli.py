@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import crowdable_trace, tiny_tables, write_tables
-from packer.cli import cli
+from packer.cli.commands import cli
 
 
 def run(*args: str):
@@ -87,9 +87,9 @@ def test_a_task_that_fits_nowhere_is_infeasible(tmp_path):
 
 
 def test_exact_models_too_large_to_finish_are_refused(trace, tmp_path, monkeypatch):
-    import packer.solve
+    import packer.solvers.run
 
-    monkeypatch.setitem(packer.solve.EXACT_MAX_PAIRS, "cbc", 10)
+    monkeypatch.setitem(packer.solvers.run.EXACT_MAX_PAIRS, "cbc", 10)
     result = run("solve", trace, "--out", tmp_path / "plan", "--solver", "cbc")
     assert result.exit_code == 2
     assert "task-host pairs" in result.output and "--solver engine" in result.output

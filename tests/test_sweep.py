@@ -12,12 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import crowdable_trace, tiny_tables, write_tables
-from packer.cli import cli
+from packer.cli.commands import cli
 from packer.errors import InputError
-from packer.presets import load_presets
-from packer.sweep import (BASELINE, OPTIMIZER, Sweep, SweepOptions, baseline_dominance, paper_directions, pareto_front, plan_points,
+from packer.io.presets import load_presets
+from packer.report.sweep import (BASELINE, OPTIMIZER, Sweep, SweepOptions, baseline_dominance, paper_directions, pareto_front, plan_points,
                           read_sweep, run_sweep)
-from packer.verify import verify_plan
+from packer.plan.verify import verify_plan
 
 WEIGHTS = (0.0, 1.0)
 
@@ -123,7 +123,7 @@ def test_paper_directions_on_hand_made_points():
 
 
 def test_refinement_weight_fills_the_widest_gap_of_the_ladder():
-    from packer.sweep import refinement_weight
+    from packer.report.sweep import refinement_weight
 
     def ladder(points):
         return pd.DataFrame([{"kind": OPTIMIZER, "config": "p99-sens", "weight": w, "max_new_at_risk": np.nan, "tco": tco,
@@ -306,18 +306,18 @@ def test_sweep_command_rejects_bad_options_with_exit_2(tmp_path, args, message):
 
 
 def test_a_failing_solve_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
-    import packer.solve
+    import packer.solvers.run
 
     hosts, tasks, usage = tiny_tables(n_tasks=10, n_hosts=4)
     trace = write_tables(tmp_path / "t", hosts, tasks, usage)
-    real = packer.solve.run_solver
+    real = packer.solvers.run.run_solver
 
     def flaky(problem, solver, *args, **kwargs):
         if solver == "baseline-ffd":
             raise ValueError("solver bug")
         return real(problem, solver, *args, **kwargs)
 
-    monkeypatch.setattr(packer.solve, "run_solver", flaky)
+    monkeypatch.setattr(packer.solvers.run, "run_solver", flaky)
     out = tmp_path / "sweep"
     result = CliRunner().invoke(cli, ["sweep", str(trace), "--out", str(out), "--config", "p99", "--baseline", "baseline-ffd",
                                       "--baseline", "baseline-paragon"])

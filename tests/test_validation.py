@@ -7,9 +7,9 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import tiny_tables, write_tables
-from packer.cli import cli
+from packer.cli.commands import cli
 from packer.errors import InputError
-from packer.trace import read_trace
+from packer.io.trace import read_trace
 
 
 def run(*args: str):
@@ -165,7 +165,7 @@ def test_message_without_file_has_no_stray_colon():
 
 
 def test_outputs_get_normal_permissions(tmp_path):
-    from packer.atomic import atomic_dir, atomic_file
+    from packer.io.atomic import atomic_dir, atomic_file
 
     with atomic_dir(tmp_path / "d") as d:
         (d / "x").write_text("1")

@@ -10,15 +10,15 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from packer.cli import cli
-from packer.metrics import evaluate
-from packer.plan import MOVES_FILE, PLACEMENT_FILE, SUMMARY_FILE, PlanContext, write_plan
-from packer.presets import get_preset
-from packer.problem import build_problem
-from packer.profile import profile_tasks
+from packer.cli.commands import cli
+from packer.model.metrics import evaluate
+from packer.plan.plan import MOVES_FILE, PLACEMENT_FILE, SUMMARY_FILE, PlanContext, write_plan
+from packer.io.presets import get_preset
+from packer.model.problem import build_problem
+from packer.characterize.profile import profile_tasks
 from packer.solvers.result import SolveResult
-from packer.trace import read_trace, write_trace
-from packer.verify import verify_plan
+from packer.io.trace import read_trace, write_trace
+from packer.plan.verify import verify_plan
 
 # Two architectures with the same per-core throughput, so cpu demand is the same everywhere.
 TIGHT_FLEET = """

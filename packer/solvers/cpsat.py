@@ -15,7 +15,7 @@ never accepts an invalid placement and never overstates the objective:
   ``base`` is bounded by ``floor((capacity + TOLERANCE − base load)·scale − 1)``, with
   demands entering the host rounded *up* and demands leaving it rounded *down*.
   Every placement the model accepts therefore ends within capacity + TOLERANCE
-  minus one unit (:func:`packer.metrics.violations` allows + TOLERANCE). Conversely
+  minus one unit (:func:`packer.model.metrics.violations` allows + TOLERANCE). Conversely
   every placement that respects capacity exactly is accepted as long as fewer than
   ``TOLERANCE·scale − 2`` (8 at 1e7) tasks with demands that are not multiples of
   the unit enter or leave any one host; beyond that the model may reject a
@@ -30,10 +30,10 @@ never accepts an invalid placement and never overstates the objective:
   model accepts (see the capacity caveat above). The rounding costs at most about
   1e-6 per host, per move and per task on a host with sensitivity excess, so an
   "optimal" plan is optimal to that resolution; the reported objective is always
-  recomputed with :func:`packer.metrics.evaluate`.
+  recomputed with :func:`packer.model.metrics.evaluate`.
 
 Relative-performance guard. With ``weights.min_rp`` set, every task's RP floor
-(:func:`packer.metrics.rp_floors`) becomes linear load bounds per host
+(:func:`packer.model.metrics.rp_floors`) becomes linear load bounds per host
 (:func:`packer.solvers.leximin.add_rp_constraints`, rounded the same safe way).
 
 Presolve. CP-SAT 9.15's inclusion presolve declared feasible models infeasible
@@ -59,8 +59,8 @@ import numpy as np
 import pandas as pd
 from ortools.sat.python import cp_model
 
-from packer.metrics import evaluate, violations
-from packer.problem import PlacementProblem
+from packer.model.metrics import evaluate, violations
+from packer.model.problem import PlacementProblem
 from packer.solvers.formulation import Formulation, build_formulation, unplaceable_tasks
 from packer.solvers.result import SolveResult
 
@@ -268,8 +268,8 @@ def _build_model(form: Formulation) -> tuple[cp_model.CpModel, pd.Series]:
         model.add(excess >= cp_model.LinearExpr.weighted_sum([xs[i] for i in ids], coef.tolist()) + const)
         terms.append((excess, 1))
 
-    if p.weights.min_rp is not None:  # the --min-rp guard (packer.metrics.rp_floors)
-        from packer.metrics import rp_floors
+    if p.weights.min_rp is not None:  # the --min-rp guard (packer.model.metrics.rp_floors)
+        from packer.model.metrics import rp_floors
         from packer.solvers.leximin import add_rp_constraints
 
         add_rp_constraints(model, form, xs, rp_floors(p))

@@ -36,7 +36,7 @@ add the fewest tasks at risk, and an emptied host, a swap or a relief move is ke
 only if the count of tasks at risk stays within the guard.
 
 Every intermediate placement is valid (checked incrementally, and the final one
-with :func:`packer.metrics.violations`), the search is deterministic for a seed,
+with :func:`packer.model.metrics.violations`), the search is deterministic for a seed,
 and it is anytime: at the time limit, or on Ctrl-C, it returns the best placement so far.
 """
 from __future__ import annotations
@@ -48,9 +48,9 @@ from typing import Callable
 
 import numpy as np
 
-from packer.metrics import (TOLERANCE, evaluate, host_loads, initially_overloaded, normalized_sensitivity, over_sensitivity_limit,
+from packer.model.metrics import (TOLERANCE, evaluate, host_loads, initially_overloaded, normalized_sensitivity, over_sensitivity_limit,
                             risk_limit, violations)
-from packer.problem import PlacementProblem
+from packer.model.problem import PlacementProblem
 from packer.solvers.result import SolveResult
 
 log = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ class _State:
         self.gained_domain: set[tuple[int, int]] = set()
         self.rp_guard = None
         if p.weights.min_rp is not None:  # the --min-rp guard: receivers must keep every task's RP floor
-            from packer.metrics import rp_floors
+            from packer.model.metrics import rp_floors
             from packer.solvers.leximin import RPGuard
 
             self.rp_guard = RPGuard(self, rp_floors(p))
@@ -320,7 +320,7 @@ def construct_repack(problem: PlacementProblem, hosts_per_arch: np.ndarray, task
 
     ``hosts_per_arch`` (A,) is how many hosts of each architecture to open first and
     ``task_arch`` (T,) the architecture each task's LP solution mostly uses (both from
-    :func:`packer.bounds.repack_cost_bound`). Within an architecture the most loaded
+    :func:`packer.solvers.bounds.repack_cost_bound`). Within an architecture the most loaded
     current hosts are opened, and a task already on an open host of its preferred
     architecture stays there, so the plan moves as few tasks as the mix allows. The
     other tasks go, largest first (by their largest share of a host), by best fit
@@ -517,7 +517,7 @@ def solve_engine(
     """Run the scalable engine from ``start`` (default: the current placement).
 
     In full repack (``problem.max_moves is None``), ``hosts_per_arch`` (e.g. from
-    :func:`packer.bounds.repack_cost_bound`) adds a second start built by
+    :func:`packer.solvers.bounds.repack_cost_bound`) adds a second start built by
     :func:`construct_repack`; the better of the two after the emptying passes is
     refined by large-neighbourhood search.
     """

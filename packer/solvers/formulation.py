@@ -7,7 +7,7 @@ A whole-instance solve is the neighbourhood "all movable tasks over all hosts,
 starting from the current placement". This module computes, with NumPy, everything
 the models need; each model then states the constraints in one readable place.
 
-The rules are those of :func:`packer.metrics.violations`, relative to the problem's
+The rules are those of :func:`packer.model.metrics.violations`, relative to the problem's
 *current* placement (not to ``base``):
 
 * a free task may stay where ``base`` puts it, and may go to a host of the
@@ -25,7 +25,7 @@ The rules are those of :func:`packer.metrics.violations`, relative to the proble
   job ends there on a host other than its current one — ends with at most the
   limit; a pair that gains nothing is unconstrained.
 
-The objective is :func:`packer.metrics.evaluate`'s, rewritten as linear terms::
+The objective is :func:`packer.model.metrics.evaluate`'s, rewritten as linear terms::
 
     objective = Σ_h open_weight[h]·occupied[h] + w.sensitivity·Σ_{h,k} excess[h,k]
                 + w.moves·moves − frag_constant(problem)
@@ -40,8 +40,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from packer.metrics import TOLERANCE, host_loads, host_sensitivity, occupied, violations
-from packer.problem import PlacementProblem
+from packer.model.metrics import TOLERANCE, host_loads, host_sensitivity, occupied, violations
+from packer.model.problem import PlacementProblem
 
 
 @dataclass(frozen=True)
@@ -131,7 +131,7 @@ def frag_constant(problem: PlacementProblem) -> float:
 def unplaceable_tasks(problem: PlacementProblem) -> np.ndarray:
     """Indices of tasks with no host to be on: no valid current host and no eligible host that could hold them even empty.
 
-    The current placement always satisfies :func:`packer.metrics.violations` (nothing
+    The current placement always satisfies :func:`packer.model.metrics.violations` (nothing
     moved, nothing gained), so a task can only fail to fit when it has no current host.
     """
     has_current = (problem.current >= 0) & (problem.current < problem.n_hosts)

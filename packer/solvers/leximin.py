@@ -1,12 +1,12 @@
 """Max-min relative performance, extended lexicographically (Carrera et al., Section 3.2), within a move budget.
 
 The ``fair`` goal ranks placements by their *sorted* vector of relative performances
-(RPs, :mod:`packer.rpf`): the placement whose lowest RP is higher wins; on a tie, the
+(RPs, :mod:`packer.model.rpf`): the placement whose lowest RP is higher wins; on a tie, the
 one whose second-lowest is higher, and so on (leximin); among equal vectors, the one
-with fewer moves. Every placement obeys the rules of :func:`packer.metrics.violations`
+with fewer moves. Every placement obeys the rules of :func:`packer.model.metrics.violations`
 (capacities, eligibility, pins, spread, ``max_moves``, and a ``min_rp`` guard if set).
 
-Resolution. RPs are compared at a resolution r (:data:`packer.rpf.RP_RESOLUTION` = 0.01
+Resolution. RPs are compared at a resolution r (:data:`packer.model.rpf.RP_RESOLUTION` = 0.01
 unless given): each RP is rounded to the nearest multiple of r (halves up) before
 sorting, so RPs that differ by less than the precision of the models behind them count
 as equal and the fewer-moves rule can act. Carrera's Table 1 example is reproduced at
@@ -15,7 +15,7 @@ r = 0.05, the precision of the paper's printed RPs (tests/test_leximin.py).
 Leximin as counts. For RPs on the grid ``g·r``, one sorted vector beats another exactly
 when, for the first level g at which their numbers of tasks *below* g differ, it has
 fewer. Because every RP falls as its host's load rises, "task t on host h has RP ≥ X"
-is a linear bound on h's load (:func:`packer.rpf.rp_thresholds`), so each count is an
+is a linear bound on h's load (:func:`packer.model.rpf.rp_thresholds`), so each count is an
 integer-linear objective.
 
 * :func:`solve_leximin_exact` (small instances): iterated CP-SAT on the whole instance
@@ -51,9 +51,9 @@ import time
 import numpy as np
 from ortools.sat.python import cp_model
 
-from packer.metrics import evaluate, rp_floors, violations
-from packer.problem import PlacementProblem
-from packer.rpf import RP_CAP, RP_FLOOR, RP_RESOLUTION, relative_performance, rp_capacity, rp_demand, rp_loads, rp_thresholds
+from packer.model.metrics import evaluate, rp_floors, violations
+from packer.model.problem import PlacementProblem
+from packer.model.rpf import RP_CAP, RP_FLOOR, RP_RESOLUTION, relative_performance, rp_capacity, rp_demand, rp_loads, rp_thresholds
 from packer.solvers.result import SolveResult
 
 log = logging.getLogger(__name__)
@@ -334,7 +334,7 @@ def solve_leximin_engine(problem: PlacementProblem, time_limit: float = 60.0, se
     First the minimum: a binary search over levels for the highest level to which
     every host can be repaired within the move budget (each probe starts from the
     current placement). Then, from that placement, the next levels one by one. Honours
-    every rule of :func:`packer.metrics.violations`, including a ``min_rp`` guard.
+    every rule of :func:`packer.model.metrics.violations`, including a ``min_rp`` guard.
     ``time_limit`` in seconds; ``seed`` only breaks ties between equally good hosts.
     A Ctrl-C returns the placement reached so far.
     """

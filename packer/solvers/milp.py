@@ -6,10 +6,10 @@ candidate pair, ``open[h]``, ``enter[h]`` per host already over capacity, ``gain
 spread group (big-M), continuous ``excess[h,k] ≥ Σ_t use·x − 1``.
 
 Tolerances. MILP solvers accept small violations (CBC's primal tolerance is 1e-7),
-so capacity is stated with half of :data:`packer.metrics.TOLERANCE` as margin:
+so capacity is stated with half of :data:`packer.model.metrics.TOLERANCE` as margin:
 ``load ≤ capacity + TOLERANCE/2``. Every returned plan is re-checked with
-:func:`packer.metrics.violations` and its objective recomputed with
-:func:`packer.metrics.evaluate`.
+:func:`packer.model.metrics.violations` and its objective recomputed with
+:func:`packer.model.metrics.evaluate`.
 
 Bound. CBC's final lower bound is read from its log ("Objective value" when
 optimal, "Lower bound" when stopped), HiGHS's from ``mip_dual_bound`` (HiGHS runs in a child process: OR-Tools and
@@ -40,8 +40,8 @@ import numpy as np
 from ortools.sat.python import cp_model  # noqa: F401
 import pulp
 
-from packer.metrics import TOLERANCE, evaluate, violations
-from packer.problem import PlacementProblem
+from packer.model.metrics import TOLERANCE, evaluate, violations
+from packer.model.problem import PlacementProblem
 from packer.solvers.formulation import Formulation, build_formulation, unplaceable_tasks
 from packer.solvers.result import SolveResult
 

@@ -12,12 +12,12 @@ STATUSES = ("optimal", "feasible", "infeasible", "timeout")
 
 @dataclass
 class SolveResult:
-    """One solve of a :class:`~packer.problem.PlacementProblem`.
+    """One solve of a :class:`~packer.model.problem.PlacementProblem`.
 
     Attributes:
       assign: (T,) int64 host index per task.
       status: one of :data:`STATUSES`.
-      objective: ``packer.metrics.evaluate(problem, assign).objective`` (objective units:
+      objective: ``packer.model.metrics.evaluate(problem, assign).objective`` (objective units:
         cost units of the primary goal plus the weighted secondary terms).
       bound: a proven lower bound on the objective (same units); ``-inf`` when none.
       solver: the solver's name (e.g. "cpsat", "cbc", "highs", "engine").

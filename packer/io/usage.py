@@ -1,0 +1,275 @@
+"""Stream the usage table in task-complete chunks, validating rows on the way.
+
+The usage table may be far larger than memory. :func:`scan_usage` reads it in
+chunks of at most ``max_rows`` rows such that **all rows of a task land in the same
+chunk**, so per-task statistics can be computed chunk by chunk. Chunks are planned
+from the Parquet row-group statistics of ``task_id``:
+
+* row groups whose task ranges overlap are merged into one component (a task can
+  only be split across overlapping groups), and consecutive components are packed
+  into chunks: data written sorted by ``task_id`` (as ``packer generate`` and the
+  importers write it) is read in a single pass;
+* a component larger than ``max_rows`` (unsorted data) is read once per slice of
+  its task range, keeping only that slice's rows: correct for any order, at the
+  price of more passes.
+
+Each row is checked (unknown task, missing time, negative, NaN, infinite or
+implausibly large values). Problems are collected over the whole scan and raised
+together as one :class:`InputError` with file, column, count and first rows —
+unless ``skip_invalid`` is set, in which case bad rows are dropped and counted.
+"""
+from __future__ import annotations
+
+import bisect
+import concurrent.futures
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from packer.errors import MAX_ROWS_SHOWN, InputError, Problem
+from packer.io.trace import Trace, usage_dims
+from packer.io.validate import PLAUSIBLE_MAX, UNITS
+
+DEFAULT_MAX_ROWS = 4_000_000
+
+
+@dataclass
+class UsageChunk:
+    """Usage rows of a set of tasks: ``task`` indexes ``trace.tasks`` (int32), ``ts`` is Unix seconds (int64),
+    ``values[dim]`` float64 in the trace's units (cores, GiB, Gbps)."""
+
+    task: np.ndarray
+    ts: np.ndarray
+    values: dict[str, np.ndarray]
+
+
+@dataclass
+class _RowGroup:
+    file: str
+    index: int
+    rows: int
+    offset: int  # position of the group's first row in its file
+    lo: str | None
+    hi: str | None
+
+
+@dataclass
+class _Read:
+    file: str
+    groups: list[int]
+    offsets: list[int]
+    task_lo: str | None = None  # keep only task_id in [task_lo, task_hi)
+    task_hi: str | None = None
+
+
+@dataclass
+class ProblemLog:
+    """Validation problems accumulated over a scan: counts and the first rows of each."""
+
+    counts: dict[tuple[str, str, str], int] = field(default_factory=lambda: defaultdict(int))
+    examples: dict[tuple[str, str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
+
+    def add(self, file: str, column: str, message: str, mask: np.ndarray, rows: np.ndarray, describe: Callable[[np.ndarray], list[str]]) -> None:
+        count = int(mask.sum())
+        if not count:
+            return
+        key = (file, column, message)
+        self.counts[key] += count
+        need = MAX_ROWS_SHOWN - len(self.examples[key])
+        if need > 0:
+            self.examples[key] += describe(np.flatnonzero(mask)[:need])
+
+    @property
+    def problems(self) -> list[Problem]:
+        return [Problem(f, c, m, n, tuple(self.examples[(f, c, m)])) for (f, c, m), n in self.counts.items()]
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+def _row_groups(dataset: ds.Dataset) -> list[_RowGroup]:
+    groups = []
+    for path in dataset.files:
+        meta = pq.ParquetFile(path).metadata
+        col = meta.schema.names.index("task_id")
+        offset = 0
+        for i in range(meta.num_row_groups):
+            rg = meta.row_group(i)
+            stats = rg.column(col).statistics
+            has = stats is not None and stats.has_min_max
+            lo, hi = (stats.min, stats.max) if has else (None, None)
+            if isinstance(lo, bytes):
+                lo, hi = lo.decode(), hi.decode()
+            groups.append(_RowGroup(path, i, rg.num_rows, offset, lo, hi))
+            offset += rg.num_rows
+    return groups
+
+
+def plan_reads(dataset: ds.Dataset, task_ids: np.ndarray, max_rows: int = DEFAULT_MAX_ROWS) -> list[list[_Read]]:
+    """Plan chunks: each chunk is a list of reads, and every task's rows fall in exactly one chunk."""
+    groups = [g for g in _row_groups(dataset) if g.rows > 0]
+    if not groups:
+        return []
+    if any(g.lo is None for g in groups):
+        components = [groups]  # no statistics: any group may hold any task
+    else:
+        groups.sort(key=lambda g: (g.lo, g.hi))
+        components, hi = [], None
+        for g in groups:
+            if hi is not None and g.lo <= hi:
+                components[-1].append(g)
+                hi = max(hi, g.hi)
+            else:
+                components.append([g])
+                hi = g.hi
+
+    def reads(comp: list[_RowGroup], lo=None, hi=None) -> list[_Read]:
+        by_file: dict[str, _Read] = {}
+        for g in sorted(comp, key=lambda g: (g.file, g.index)):
+            r = by_file.setdefault(g.file, _Read(g.file, [], [], lo, hi))
+            r.groups.append(g.index)
+            r.offsets.append(g.offset)
+        return list(by_file.values())
+
+    sorted_ids = np.sort(task_ids.astype(str))
+    chunks: list[list[_Read]] = []
+    pending: list[_RowGroup] = []
+    pending_rows = 0
+    for comp in components:
+        rows = sum(g.rows for g in comp)
+        if rows > max_rows:
+            if pending:
+                chunks.append(reads(pending))
+                pending, pending_rows = [], 0
+            lo_i = 0 if comp[0].lo is None else bisect.bisect_left(sorted_ids, min(g.lo for g in comp))
+            hi_i = len(sorted_ids) if comp[0].lo is None else bisect.bisect_right(sorted_ids, max(g.hi for g in comp))
+            parts = -(-rows // max_rows)
+            cuts = np.linspace(lo_i, hi_i, parts + 1).astype(int)[1:-1]
+            bounds = [None, *(sorted_ids[c] for c in cuts), None]
+            chunks += [reads(comp, bounds[k], bounds[k + 1]) for k in range(parts)]
+            continue
+        if pending_rows + rows > max_rows and pending:
+            chunks.append(reads(pending))
+            pending, pending_rows = [], 0
+        pending += comp
+        pending_rows += rows
+    if pending:
+        chunks.append(reads(pending))
+    return chunks
+
+
+def _to_seconds(ts: pa.ChunkedArray) -> np.ndarray:
+    if pa.types.is_timestamp(ts.type):
+        return pc.cast(ts, pa.timestamp("s")).cast(pa.int64()).to_numpy(zero_copy_only=False)
+    return pc.floor(pc.cast(ts, pa.float64())).cast(pa.int64()).to_numpy(zero_copy_only=False)
+
+
+def _read(read: _Read, dims: list[str], task_index: pa.Array, log: ProblemLog, skip_invalid: bool) -> UsageChunk:
+    pf = pq.ParquetFile(read.file, read_dictionary=["task_id"])
+    table = pf.read_row_groups(read.groups, columns=["task_id", "ts", *dims], use_threads=True)
+    rows = np.concatenate([np.arange(off, off + pf.metadata.row_group(g).num_rows) for g, off in zip(read.groups, read.offsets)])
+    if read.task_lo is not None or read.task_hi is not None:
+        ids = table["task_id"].cast(pa.string())
+        keep = pa.scalar(True)
+        if read.task_lo is not None:
+            keep = pc.and_(keep, pc.greater_equal(ids, read.task_lo))
+        if read.task_hi is not None:
+            keep = pc.and_(keep, pc.less(ids, read.task_hi))
+        mask = pc.fill_null(keep, False).to_numpy(zero_copy_only=False)
+        table, rows = table.filter(pa.array(mask)), rows[mask]
+
+    ids = table["task_id"].combine_chunks()
+    if pa.types.is_dictionary(ids.type):
+        codes_of_dict = pc.index_in(ids.dictionary.cast(pa.string()), value_set=task_index)
+        task = pc.take(codes_of_dict, ids.indices)
+    else:
+        task = pc.index_in(ids.cast(pa.string()), value_set=task_index)
+    unknown = task.is_null().to_numpy(zero_copy_only=False)
+    task = task.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int32)
+    ts_col = table["ts"]
+    ts_null = ts_col.is_null().to_numpy(zero_copy_only=False)
+    ts = _to_seconds(ts_col.fill_null(0) if ts_null.any() else ts_col)
+    values = {d: table[d].cast(pa.float64()).fill_null(np.nan).to_numpy(zero_copy_only=False) for d in dims}
+
+    def describe(cols: list[str]) -> Callable[[np.ndarray], list[str]]:
+        def rows_text(idx: np.ndarray) -> list[str]:
+            ids_text = table["task_id"].take(pa.array(idx)).cast(pa.string()).to_pylist()
+            out = []
+            for j, i in enumerate(idx):
+                extra = "".join(f", {c}={values[c][i]!r}" for c in cols)
+                out.append(f"row {rows[i]} (task_id={ids_text[j]!r}{extra})")
+            return out
+        return rows_text
+
+    bad = unknown | ts_null
+    log.add(read.file, "task_id", "usage for a task that tasks.parquet does not list", unknown, rows, describe([]))
+    log.add(read.file, "ts", "missing timestamp", ts_null, rows, describe([]))
+    for d in dims:
+        v = values[d]
+        checks = [("missing or NaN value", np.isnan(v)), ("infinite value", np.isinf(v)), ("negative value", v < 0)]
+        if d in PLAUSIBLE_MAX:
+            checks.append((f"implausibly large (over {PLAUSIBLE_MAX[d]:g} {UNITS[d]}: wrong unit?)", np.isfinite(v) & (v > PLAUSIBLE_MAX[d])))
+        for message, mask in checks:
+            log.add(read.file, d, message, mask, rows, describe([d]))
+            bad |= mask
+    if skip_invalid and bad.any():
+        keep = ~bad
+        return UsageChunk(task[keep], ts[keep], {d: v[keep] for d, v in values.items()})
+    return UsageChunk(task, ts, values)
+
+
+def scan_usage(
+    trace: Trace,
+    dims: list[str] | None = None,
+    *,
+    skip_invalid: bool = False,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    progress: Callable[[int], None] | None = None,
+    log: ProblemLog | None = None,
+) -> Iterator[UsageChunk]:
+    """Yield task-complete :class:`UsageChunk` s of at most ``max_rows`` rows (plus one row group).
+
+    ``dims`` defaults to every resource column of the usage table. ``progress`` is
+    called with the number of rows read after each chunk. Without ``skip_invalid``,
+    any invalid row makes the scan end with an :class:`InputError` after all chunks
+    were checked (so the counts are complete); callers must not write output before
+    the scan ends. With it, invalid rows are dropped and counted in ``log``.
+    """
+    dataset = trace.usage_dataset()
+    dims = usage_dims(dataset) if dims is None else dims
+    missing = [d for d in dims if d not in dataset.schema.names]
+    if missing:
+        raise InputError([Problem(str(trace.usage_path), ", ".join(missing), "column missing from usage", 0)])
+    log = ProblemLog() if log is None else log
+    task_index = pa.array(trace.tasks["task_id"].to_numpy(dtype=str), type=pa.string())
+    chunks = plan_reads(dataset, trace.tasks["task_id"].to_numpy(dtype=str), max_rows)
+
+    def load(chunk: list[_Read]) -> UsageChunk:
+        parts = [_read(r, dims, task_index, log, skip_invalid) for r in chunk]
+        if len(parts) == 1:
+            return parts[0]
+        return UsageChunk(
+            np.concatenate([p.task for p in parts]),
+            np.concatenate([p.ts for p in parts]),
+            {d: np.concatenate([p.values[d] for p in parts]) for d in dims},
+        )
+
+    # Read the next chunk while the caller computes on this one (NumPy and Arrow release the GIL).
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(load, chunks[0]) if chunks else None
+        for k in range(len(chunks)):
+            chunk = future.result()
+            future = pool.submit(load, chunks[k + 1]) if k + 1 < len(chunks) else None
+            if progress is not None:
+                progress(len(chunk.task))
+            if skip_invalid or not log.total:
+                yield chunk  # once a row is invalid, scan on only to count every problem
+    if log.total and not skip_invalid:
+        raise InputError(log.problems)

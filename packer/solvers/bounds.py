@@ -1,0 +1,140 @@
+"""Bounds that make every solve's gap visible (LP relaxations solved with HiGHS through SciPy).
+
+* :func:`freeable_cost_bound` — move-bounded repacking: an **upper bound on the
+  primary cost (TCO or hosts) that the move budget can free**. A host's cost is
+  saved only when every task leaves it, and the tasks leaving must fit, in total
+  per dimension, into the residual capacity of hosts that stay open or are newly
+  opened. The LP relaxes which hosts to empty (``0 ≤ y_h ≤ 1``):
+
+      max  Σ_h c_h y_h − Σ_g c_g z_g
+      s.t. Σ_h n_h y_h ≤ budget                              (moves)
+           Σ_h y_h (load_hd + resid_hd) − Σ_g z_g cap_gd ≤ Σ_h resid_hd   ∀ d
+           0 ≤ y, z ≤ 1
+
+  over emptiable hosts h (occupied, no pinned task, at most ``budget`` tasks) and
+  empty hosts g (which may be opened). Eligibility, spread and item sizes are
+  relaxed, so the bound is valid but may be loose where they bind.
+
+* :func:`repack_cost_bound` — full repack: a **lower bound on the primary cost of
+  any valid placement**. ``x[t,a]`` is the fraction of task t placed on architecture
+  a (only where t may run) and ``n_a`` the number of hosts of a opened (integer, a
+  MILP with few integer variables):
+
+      min  Σ_a c_a n_a
+      s.t. Σ_a x[t,a] = 1 ∀t;   Σ_t x[t,a] demand[t,d] ≤ n_a cap[a,d] ∀a,d;   P_a ≤ n_a ≤ N_a
+
+  Identical tasks (same eligibility and demand) share one variable, which loses
+  nothing: averaging their fractions keeps every constraint.
+
+  with ``P_a`` the hosts of a that hold pinned tasks (they cannot close) and
+  ``N_a`` the hosts of a in the fleet. A task's signature includes its current
+  architecture (it may always stay), and an architecture's capacity is raised to
+  cover any host that is over capacity today (it may keep that load), matching the
+  validity rules of :mod:`packer.model.metrics`. Valid because any placement gives such
+  a (f, n); it relaxes how tasks split across hosts of one architecture.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import sparse
+from scipy.optimize import Bounds, LinearConstraint, linprog, milp
+
+from packer.model.metrics import host_loads, initially_overloaded
+from packer.model.problem import PlacementProblem
+
+
+@dataclass(frozen=True)
+class CostBound:
+    """``value`` in cost units (or hosts, for ``goal="hosts"``); ``kind`` says what it bounds; ``exact`` if the LP solved to optimality."""
+
+    value: float
+    kind: str
+    exact: bool
+    detail: dict
+    #: Full repack only: per task, the architecture its LP solution puts most of it on (-1 if none).
+    task_arch: np.ndarray | None = None
+
+
+def freeable_cost_bound(problem: PlacementProblem, budget: int | None = None) -> CostBound:
+    """Upper bound on the primary cost that at most ``budget`` moves (default: the problem's) can free."""
+    budget = problem.max_moves if budget is None else budget
+    cost = problem.primary_cost
+    current = problem.current
+    counts = np.bincount(current, minlength=problem.n_hosts)
+    pinned = np.bincount(current[~problem.movable], minlength=problem.n_hosts) > 0
+    loads = host_loads(problem, current)
+    receiver = ~initially_overloaded(problem)
+    resid = np.where(receiver[:, None], np.clip(problem.capacity - loads, 0, None), 0.0)
+    limit = np.inf if budget is None else budget
+    emptiable = np.flatnonzero((counts > 0) & ~pinned & (counts <= limit))
+    empty = np.flatnonzero((counts == 0) & receiver)
+    if len(emptiable) == 0 or limit == 0:
+        return CostBound(0.0, "freeable", True, {"emptiable_hosts": int(len(emptiable))})
+
+    n_y, n_z = len(emptiable), len(empty)
+    objective = -np.concatenate([cost[emptiable], -cost[empty]])
+    rows = [np.concatenate([loads[emptiable] + resid[emptiable], -problem.capacity[empty]]).T]
+    rhs = [resid.sum(axis=0)]
+    if budget is not None:
+        rows.append(np.concatenate([counts[emptiable], np.zeros(n_z)])[None, :])
+        rhs.append(np.array([budget]))
+    A = sparse.csr_matrix(np.vstack(rows))
+    res = linprog(objective, A_ub=A, b_ub=np.concatenate(rhs), bounds=(0, 1), method="highs")
+    if res.status != 0:
+        # Fall back to the trivial bound: every emptiable host's cost.
+        return CostBound(float(cost[emptiable].sum()), "freeable", False, {"lp_status": res.message})
+    return CostBound(float(-res.fun), "freeable", True, {"emptiable_hosts": n_y, "empty_hosts": n_z})
+
+
+def repack_cost_bound(problem: PlacementProblem, time_limit: float = 30.0) -> CostBound:
+    """Lower bound on the primary cost of any valid placement (full repack)."""
+    A = len(problem.arch_names)
+    cost_per_host = np.zeros(A)
+    cap = np.zeros((A, len(problem.dims)))
+    available = np.bincount(problem.host_arch, minlength=A)
+    # A host over capacity today may keep its load (metrics.violations): relax its architecture's capacity to cover it.
+    loads = host_loads(problem, problem.current)
+    room = np.maximum(problem.capacity, np.where(initially_overloaded(problem)[:, None], loads, 0.0))
+    for a in range(A):
+        hosts = np.flatnonzero(problem.host_arch == a)
+        if len(hosts):
+            cost_per_host[a] = problem.primary_cost[hosts].min()
+            cap[a] = room[hosts].max(axis=0)
+    pinned_hosts = np.unique(problem.current[~problem.movable])
+    must_open = np.bincount(problem.host_arch[pinned_hosts], minlength=A)
+
+    # A task may always stay where it is (even where it is now ineligible); pinned tasks only there.
+    signature = problem.eligible.copy()
+    pinned = ~problem.movable
+    signature[pinned] = False
+    signature[np.arange(problem.n_tasks), problem.host_arch[problem.current]] = True
+    # Identical tasks (same signature and demand) can share one fractional assignment without loss.
+    rows, inverse, count = np.unique(np.hstack([signature, problem.demand]), axis=0, return_inverse=True, return_counts=True)
+    allowed, demand = rows[:, :A].astype(bool), rows[:, A:] * count[:, None]
+    U = len(rows)
+
+    pairs = np.argwhere(allowed)  # (u, a): share of row u's tasks placed on architecture a
+    n_x = len(pairs)
+    c = np.concatenate([np.zeros(n_x), cost_per_host])
+    assign_rows = sparse.csr_matrix((np.ones(n_x), (pairs[:, 0], np.arange(n_x))), shape=(U, n_x + A))
+    D = len(problem.dims)
+    # Row a*D + d: Σ_u x[u,a]·demand[u,d] − n_a·cap[a,d] ≤ 0.
+    load_part = sparse.csr_matrix((demand[pairs[:, 0]].T.ravel(), (np.add.outer(np.arange(D), pairs[:, 1] * D).ravel(), np.tile(np.arange(n_x), D))),
+                                  shape=(A * D, n_x + A))
+    cap_part = sparse.csr_matrix((-cap.ravel(), (np.arange(A * D), n_x + np.repeat(np.arange(A), D))), shape=(A * D, n_x + A))
+    constraints = [LinearConstraint(assign_rows, 1, 1), LinearConstraint(load_part + cap_part, -np.inf, 0)]
+    lower = np.concatenate([np.zeros(n_x), must_open])
+    upper = np.concatenate([np.ones(n_x), available])
+    integrality = np.concatenate([np.zeros(n_x), np.ones(A)])
+    res = milp(c, constraints=constraints, bounds=Bounds(lower, upper), integrality=integrality, options={"time_limit": time_limit})
+    if res.x is None:
+        return CostBound(np.inf, "repack-lower", False, {"reason": res.message})
+    # A MILP stopped early proves only its dual bound.
+    value = float(res.fun) if res.status == 0 else float(getattr(res, "mip_dual_bound", 0.0) or 0.0)
+    hosts = dict(zip(problem.arch_names.tolist(), np.round(res.x[n_x:]).astype(int).tolist()))
+    share = np.zeros((U, A))
+    share[pairs[:, 0], pairs[:, 1]] = res.x[:n_x]
+    preferred = np.where(share.max(axis=1) > 0, share.argmax(axis=1), -1)[inverse.ravel()]
+    return CostBound(value, "repack-lower", res.status == 0, {"hosts_per_arch": hosts}, task_arch=preferred)
