@@ -39,8 +39,8 @@ import json, resource, sys, time
 from pathlib import Path
 import pandas as pd
 from packer.io.trace import read_trace
-from packer.characterize.classes import classify_tasks
-from packer.characterize.characterization import characterize, write_characterization
+from packer.characterization.classes import classify_tasks
+from packer.characterization.characterize import characterize, write_characterization
 
 trace = read_trace(sys.argv[1])
 profiles = pd.read_parquet(sys.argv[2])

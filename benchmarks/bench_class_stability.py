@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from packer.characterize.characterization import Characterization, characterize
-from packer.characterize.normalize import SENSITIVITY_DIMS
-from packer.characterize.profile import profile_tasks
+from packer.characterization.characterize import Characterization, characterize
+from packer.characterization.normalize import SENSITIVITY_DIMS
+from packer.characterization.profile import profile_tasks
 from packer.io.trace import FLEET_FILE, read_trace, write_trace
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -23,20 +23,21 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "benchmarks" / "work"
 
 
 def paper(moves: int, time_limit: float) -> None:
+    from dataclasses import replace
+
     from packer import get_preset, read_trace
+    from packer.model.build import RuleOptions, make_goals, make_rules
     from packer.model.metrics import evaluate, rp_distribution
-    from packer.plan.plan import PlanContext, write_plan
-    from packer.model.problem import Weights
     from packer.model.rpf import relative_performance
-    from packer.solvers.run import problem_from_context, run_solver
+    from packer.plan.context import PlanContext, problem_from_context
+    from packer.plan.plan import write_plan
     from packer.plan.verify import verify_plan
+    from packer.solvers.run import run_solver
 
     trace_path = WORK / "paper"
     if not trace_path.exists():
@@ -44,7 +45,7 @@ def paper(moves: int, time_limit: float) -> None:
     trace = read_trace(trace_path)
     preset = get_preset("p99-sens")
     t0 = time.perf_counter()
-    base = PlanContext(trace=str(trace_path), config=preset.name, max_moves=moves, solver="engine", time_limit_s=time_limit)
+    base = PlanContext(trace=str(trace_path), config=preset.name, rules=RuleOptions(max_moves=moves), solver="engine", time_limit_s=time_limit)
     problem = problem_from_context(trace, preset, base)
     print(f"profiled and characterized {problem.n_tasks:,} tasks, {problem.n_hosts:,} hosts in {time.perf_counter() - t0:.1f} s", flush=True)
     rp0 = relative_performance(problem, problem.current)
@@ -52,10 +53,11 @@ def paper(moves: int, time_limit: float) -> None:
     print(f"before: RP min {before['min']:.3f} ({int((rp0 <= before['min'] + 0.005).sum()):,} tasks there), p5 {before['p5']:.3f}, "
           f"median {before['median']:.3f}, below 0: {before['below_zero']:,}; "
           f"TCO {evaluate(problem, problem.current).tco:,.1f}", flush=True)
-    runs = {"fair": Weights(goal="fair"), "tco": Weights(goal="tco"), "tco --min-rp 0": Weights(goal="tco", min_rp=0.0)}
-    for label, weights in runs.items():
-        context = PlanContext(**{**base.__dict__, "weights": weights})
-        goal_problem = problem.with_(weights=weights)
+    runs = {"fair": ("fair", base.rules), "tco": ("tco", base.rules), "tco --min-rp 0": ("tco", replace(base.rules, min_rp=0.0))}
+    for label, (goal, rules) in runs.items():
+        context = replace(base, goal=goal, rules=rules)
+        # The profiled, characterized problem with this run's goal and rules (what problem_from_context would build).
+        goal_problem = problem.with_(goals=make_goals(goal, context.weights), fair=goal == "fair", rules=make_rules(rules))
         started = time.perf_counter()
         result = run_solver(goal_problem, "engine", time_limit)
         wall = time.perf_counter() - started
@@ -75,7 +77,6 @@ def small(instances: int, exact_time: float) -> None:
     sys.path.insert(0, str(ROOT / "tests"))
     from problems import random_problem
 
-    from packer.model.problem import Weights
     from packer.model.rpf import relative_performance
     from packer.solvers.leximin import quantize, solve_leximin_engine, solve_leximin_exact
 
@@ -83,7 +84,7 @@ def small(instances: int, exact_time: float) -> None:
     engine_s = exact_s = 0.0
     misses = []
     for seed in range(instances):
-        problem = random_problem(seed, n_tasks=24, n_hosts=12, sens=True, max_moves=4, weights=Weights(goal="fair"))
+        problem = random_problem(seed, n_tasks=24, n_hosts=12, sens=True, max_moves=4, goal="fair")
         t = time.perf_counter()
         exact = solve_leximin_exact(problem, time_limit=exact_time, minimum_only=True)
         exact_s += time.perf_counter() - t

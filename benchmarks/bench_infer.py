@@ -1,4 +1,4 @@
-"""Accuracy and speed of collaborative-filtering score inference (packer.characterize.infer).
+"""Accuracy and speed of collaborative-filtering score inference (packer.characterization.infer).
 
 Usage: ``.venv/bin/python benchmarks/bench_infer.py [--rows 2000] [--scale-rows 37000]``
 
@@ -8,7 +8,7 @@ models, nothing is tuned to the method):
 - Columns: every architecture of ``models/fleet.toml`` × (cpu, membw, net) = 18.
 - Classes low/medium/high with the class means of the measured (Broadwell20) rows
   of ``models/sensitivity.csv``; a row's score on architecture A follows Eq. 1 of
-  the colocation paper, ``s · g_k(M)/g_k(A)`` (``packer.characterize.normalize``).
+  the colocation paper, ``s · g_k(M)/g_k(A)`` (``packer.characterization.normalize``).
 - Tasks in a class behave alike but not identically: a row's measured-arch score in
   dimension k is ``class_mean_k · exp(σ_int·a_u + σ_dim·d_uk)`` (a_u: the task is
   more/less sensitive than its class in every dimension; d_uk: per dimension),
@@ -47,8 +47,8 @@ import numpy as np
 import pandas as pd
 
 from packer.io.fleet import load_fleet
-from packer.characterize.infer import ScoreInference
-from packer.characterize.normalize import SENSITIVITY_DIMS, sensitivity_capacity
+from packer.characterization.infer import ScoreInference
+from packer.characterization.normalize import SENSITIVITY_DIMS, sensitivity_capacity
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
 MEASURED_ARCH = "Broadwell20"

@@ -19,10 +19,10 @@ import numpy as np
 import pandas as pd
 
 from packer.model.metrics import evaluate
-from packer.plan.plan import PlanContext
+from packer.plan.context import PlanContext
 from packer.io.presets import get_preset
-from packer.characterize.profile import profile_tasks
-from packer.solvers.run import characterize_from_context, problem_from_context
+from packer.characterization.profile import profile_tasks
+from packer.plan.context import characterize_from_context, problem_from_context
 from packer.io.trace import read_trace
 
 DIMS = ("cpu", "mem")

@@ -25,7 +25,7 @@ WORK = ROOT / "benchmarks" / "work"
 PACKER = """
 import json, resource, sys, time
 from packer.io.trace import read_trace
-from packer.characterize.profile import profile_tasks
+from packer.characterization.profile import profile_tasks
 t0 = time.perf_counter()
 r = profile_tasks(read_trace(sys.argv[1]), [99.0], 60)
 wall = time.perf_counter() - t0

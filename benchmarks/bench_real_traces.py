@@ -55,6 +55,7 @@ def ensure_import(name: str) -> Path | None:
 
 
 def main() -> None:
+    from packer.model.build import RuleOptions
     from packer.report.sweep import SweepOptions
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -73,7 +74,7 @@ def main() -> None:
         if trace is None:
             continue
         print(f"\n=== {name} ===", flush=True)
-        failed += run(trace, WORK / f"sweep-{name}", SweepOptions(max_moves=args.max_moves, time_limit_s=args.time_limit, solver=args.solver),
+        failed += run(trace, WORK / f"sweep-{name}", SweepOptions(rules=RuleOptions(max_moves=args.max_moves), time_limit_s=args.time_limit, solver=args.solver),
                       args.verify,
                       directions_required=False)
     sys.exit(1 if failed else 0)

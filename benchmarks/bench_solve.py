@@ -46,17 +46,19 @@ def ensure_trace(tasks: int) -> Path:
 def one(trace: str, config: str, budget: str, solver: str, time_limit: float) -> dict:
     """Solve once in this process and report (see module doc)."""
     from packer import get_preset, read_trace
-    from packer.solvers.baselines import first_fit_decreasing
     from packer.errors import InputError
+    from packer.model.build import RuleOptions
     from packer.model.metrics import evaluate
-    from packer.plan.plan import PlanContext, write_plan
-    from packer.solvers.run import engine_bound, problem_from_context, run_solver
+    from packer.plan.context import PlanContext, problem_from_context
+    from packer.plan.plan import write_plan
     from packer.plan.verify import verify_plan
+    from packer.solvers.baselines import first_fit_decreasing
+    from packer.solvers.run import engine_bound, run_solver
 
     max_moves = None if budget == "unlimited" else int(budget)
     t = read_trace(trace)
     preset = get_preset(config)
-    context = PlanContext(trace=trace, config=preset.name, max_moves=max_moves, solver=solver, time_limit_s=time_limit)
+    context = PlanContext(trace=trace, config=preset.name, rules=RuleOptions(max_moves=max_moves), solver=solver, time_limit_s=time_limit)
     problem = problem_from_context(t, preset, context)
     t0 = time.perf_counter()
     try:
@@ -65,7 +67,6 @@ def one(trace: str, config: str, budget: str, solver: str, time_limit: float) ->
         return {"skipped": str(exc)}
     wall = time.perf_counter() - t0
     before, after = evaluate(problem, problem.current), evaluate(problem, result.assign)
-    primary = problem.primary_cost
     out = {"status": result.status, "wall_s": wall, "objective": result.objective, "tco_before": before.tco, "tco_after": after.tco,
            "hosts_before": before.hosts, "hosts_after": after.hosts, "moves": after.moves}
     detail = result.stats.get("bound") or engine_bound(problem)[1]
@@ -127,7 +128,7 @@ def small(instances: int, time_limit: float, engine_limit: float) -> None:
     sys.path.insert(0, str(ROOT / "tests"))
     from problems import random_problem  # the tests' random instance family
 
-    from packer.model.problem import Weights
+    from packer.model.build import GoalWeights
     from packer.solvers.run import run_solver
 
     equal = proven = 0
@@ -135,7 +136,7 @@ def small(instances: int, time_limit: float, engine_limit: float) -> None:
     for seed in range(instances):
         rng = np.random.default_rng(seed)
         n_tasks = int(rng.integers(20, 201))
-        problem = random_problem(seed, n_tasks, max(3, n_tasks // 5), weights=Weights(fragmentation=0.0, moves=0.0))
+        problem = random_problem(seed, n_tasks, max(3, n_tasks // 5), weights=GoalWeights(fragmentation=0.0, moves=0.0))
         exact = run_solver(problem, "cbc", time_limit=time_limit)
         if exact.status != "optimal":
             continue
@@ -154,7 +155,8 @@ def falkenauer(time_limit: float) -> None:
     """Full repack of Falkenauer's 1-D instances: bins used against the best known count."""
     import numpy as np
 
-    from packer.model.problem import PlacementProblem, Weights
+    from packer.model.build import GoalWeights, RuleOptions, make_goals, make_rules
+    from packer.model.problem import PlacementProblem
     from packer.solvers.run import run_solver
 
     folder = SHARED / "falkenauer"
@@ -176,7 +178,8 @@ def falkenauer(time_limit: float) -> None:
                 dims=("size",), demand=sizes[:, None], capacity=np.full((n, 1), cap), frag_dims=(0,), sens_dims=(),
                 sens_demand=np.zeros((n, 0)), sens_capacity=np.zeros((n, 0)), host_arch=np.zeros(n, dtype=np.int64), cost=np.ones(n),
                 eligible=np.ones((n, 1), dtype=bool), current=np.arange(n), movable=np.ones(n, dtype=bool), job=np.arange(n),
-                domain=np.full(n, -1), max_moves=None, weights=Weights(goal="hosts", fragmentation=0.0, moves=0.0))
+                domain=np.full(n, -1), rules=make_rules(RuleOptions(max_moves=None)),
+                goals=make_goals("hosts", GoalWeights(fragmentation=0.0, moves=0.0)))
             result = run_solver(problem, "engine", time_limit=time_limit)
             bins = len(np.unique(result.assign))
             solved += bins <= best

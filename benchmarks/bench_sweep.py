@@ -125,6 +125,7 @@ def run(trace: Path, out: Path, options, verify: bool, directions_required: bool
 
 
 def main() -> None:
+    from packer.model.build import RuleOptions
     from packer.report.sweep import SweepOptions
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -140,7 +141,7 @@ def main() -> None:
     args = parser.parse_args()
     trace = ensure_paper_trace(args.trace, args.seed, args.tasks, args.hosts, args.days)
     out = args.out or WORK / f"sweep-{trace.name}"
-    failed = run(trace, out, SweepOptions(max_moves=args.max_moves, time_limit_s=args.time_limit), args.verify)
+    failed = run(trace, out, SweepOptions(rules=RuleOptions(max_moves=args.max_moves), time_limit_s=args.time_limit), args.verify)
     sys.exit(1 if failed else 0)
 
 

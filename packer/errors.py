@@ -57,3 +57,9 @@ class InfeasibleError(Exception):
     def __init__(self, message: str, tasks: Sequence[str] = ()):
         self.tasks = list(tasks)
         super().__init__(message)
+
+
+class NoPlanError(Exception):
+    """The solver found no valid placement within its time limit (exact solvers only; the others always return one)."""
+
+    exit_code = 4

@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from packer.model.problem import PlacementProblem, Weights
+from packer.model.build import GoalWeights, RuleOptions, make_goals, make_rules
+from packer.model.problem import PlacementProblem
 
 
-def random_problem(seed: int, n_tasks: int = 20, n_hosts: int = 6, n_archs: int = 3, spread: bool = False, sens: bool = False, max_moves="random", weights: Weights = Weights()) -> PlacementProblem:
+def random_problem(seed: int, n_tasks: int = 20, n_hosts: int = 6, n_archs: int = 3, spread: bool = False, sens: bool = False, max_moves="random",
+                   weights: GoalWeights = GoalWeights(), goal: str = "tco", min_rp: float | None = None,
+                   max_new_at_risk: int | None = None) -> PlacementProblem:
     """A random instance: 2-3 architectures, random (sometimes overloaded) current placement, some pinned tasks."""
     rng = np.random.default_rng(seed)
     arch_cap = np.array([[16.0, 64.0], [32.0, 128.0], [24.0, 96.0]])[:n_archs]
@@ -33,14 +36,16 @@ def random_problem(seed: int, n_tasks: int = 20, n_hosts: int = 6, n_archs: int 
         movable=rng.random(n_tasks) >= 0.1,
         job=rng.integers(0, max(1, n_tasks // 3), n_tasks),
         domain=np.where(rng.random(n_hosts) < 0.2, -1, np.arange(n_hosts) // 2),
-        max_moves=max_moves,
-        spread_host=int(rng.integers(1, 3)) if spread else None,
-        spread_domain=int(rng.integers(2, 4)) if spread else None,
-        weights=weights,
+        rules=make_rules(RuleOptions(max_moves=max_moves, spread_host=int(rng.integers(1, 3)) if spread else None,
+                                     spread_domain=int(rng.integers(2, 4)) if spread else None, min_rp=min_rp,
+                                     max_new_at_risk=max_new_at_risk)),
+        goals=make_goals(goal, weights),
+        fair=goal == "fair",
     )
 
 
-def small_problem(demand, capacity, cost, current, *, movable=None, job=None, sens=None, sens_capacity=None, max_moves=None, spread_host=None, weights=Weights(fragmentation=0.0)) -> PlacementProblem:
+def small_problem(demand, capacity, cost, current, *, movable=None, job=None, sens=None, sens_capacity=None, max_moves=None, spread_host=None,
+                  weights=GoalWeights(fragmentation=0.0), goal: str = "tco") -> PlacementProblem:
     """A one-dimensional (cpu) instance on one architecture, for golden cases."""
     demand = np.asarray(demand, dtype=float)[:, None]
     t, h = len(demand), len(capacity)
@@ -63,7 +68,7 @@ def small_problem(demand, capacity, cost, current, *, movable=None, job=None, se
         movable=np.ones(t, dtype=bool) if movable is None else np.asarray(movable),
         job=np.arange(t) if job is None else np.asarray(job),
         domain=np.full(h, -1),
-        max_moves=max_moves,
-        spread_host=spread_host,
-        weights=weights,
+        rules=make_rules(RuleOptions(max_moves=max_moves, spread_host=spread_host)),
+        goals=make_goals(goal, weights),
+        fair=goal == "fair",
     )

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from conftest import tiny_tables, write_tables
 from packer.solvers.baselines import BASELINES, first_fit_decreasing, paragon_greedy, run_baseline, tarcil_encode, tarcil_quality, tarcil_sample_size
-from packer.cli.commands import cli
+from packer.cli import cli
 from packer.model.metrics import evaluate, violations
 from problems import random_problem, small_problem
 

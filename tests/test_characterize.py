@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import matplotlib
 import matplotlib.image
 import numpy as np
 import pandas as pd
@@ -10,8 +11,8 @@ import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 
-from packer.characterize.characterization import characterize
-from packer.cli.commands import cli
+from packer.characterization.characterize import characterize
+from packer.cli import cli
 from packer.io.trace import read_trace, write_trace
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -130,6 +131,20 @@ def test_bad_sensitivity_table_exits_2(tmp_path, edit, needle):
     assert "error:" in result.output and str(table) in result.output and needle in result.output
     assert "Traceback" not in result.output
     assert not (tmp_path / "o").exists()
+
+
+def test_characterize_leaves_the_matplotlib_backend_alone(tmp_path):
+    # A non-Agg backend, so that switching to Agg (what the plot once did) would show.
+    original = matplotlib.get_backend()
+    matplotlib.use("pdf")
+    try:
+        trace, profiles = make_trace(tmp_path, per_level=8)
+        result = run(trace, "--profiles", profiles, "--out", tmp_path / "char")
+        assert result.exit_code == 0, result.output
+        assert (tmp_path / "char" / "wcss.png").read_bytes().startswith(PNG_MAGIC)
+        assert matplotlib.get_backend() == "pdf"
+    finally:
+        matplotlib.use(original)
 
 
 def test_profiles_of_another_trace_exit_2(tmp_path):

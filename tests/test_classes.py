@@ -5,8 +5,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import packer.characterize.classes as classes_module
-from packer.characterize.classes import class_labels, class_level, classify_tasks, elbow_k, wcss_curve
+import packer.characterization.classes as classes_module
+from packer.characterization.classes import class_labels, class_level, classify_tasks, elbow_k, wcss_curve
 from packer.errors import InputError
 from packer.io.fleet import load_fleet
 
@@ -214,7 +214,7 @@ def test_a_type_missing_from_the_reference_is_clustered_afresh():
 
 
 def test_reference_classes_are_read_and_checked(tmp_path):
-    from packer.characterize.classes import read_reference_classes
+    from packer.characterization.classes import read_reference_classes
 
     hosts, tasks, profiles = blob_trace({"I": 2, "II": 2})
     fit = classify_tasks(profiles, tasks, hosts, FLEET)

@@ -6,12 +6,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from packer.solvers.bounds import freeable_cost_bound, repack_cost_bound
-from packer.model.metrics import evaluate, risk_limit, risk_violations, tasks_at_risk, violations
-from packer.model.problem import Weights
-from packer.solvers.run import run_solver
+from packer.model.build import GoalWeights
+from packer.model.metrics import evaluate, tasks_at_risk, violations
+from packer.rules.anti_affinity import AntiAffinity
+from packer.rules.at_risk import MaxNewAtRisk
+from packer.rules.interference import Interference
+from packer.rules.moves import FewerMoves
 from packer.solvers import solve_cpsat
+from packer.solvers.baselines import BASELINES, run_baseline
+from packer.solvers.bounds import freeable_cost_bound, repack_cost_bound
 from packer.solvers.engine import EngineConfig, construct_repack, solve_engine
+from packer.errors import InputError
+from packer.solvers.run import check_support, run_solver
 from problems import random_problem, small_problem
 
 FAST = EngineConfig(time_limit=5.0, lns=False)
@@ -28,10 +34,43 @@ def test_every_engine_plan_is_valid(seed, n_tasks, n_hosts, spread, sens):
     assert result.objective <= evaluate(problem, problem.current).objective + 1e-9
 
 
+SERVICES = ("A", "B", "C", None)
+SERVICE_PAIRS = [("A", "B"), ("A", "C"), ("B", "C"), ("A", "A"), ("C", "C")]
+
+
+def with_anti_affinity(problem, seed: int, pairs):
+    """``problem`` with an anti-affinity rule over ``pairs``, each task of a random service (or none)."""
+    services = np.random.default_rng(seed).choice(np.array(SERVICES, dtype=object), problem.n_tasks)
+    return problem.with_rule(AntiAffinity(pairs, services))
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), n_tasks=st.integers(1, 30), n_hosts=st.integers(1, 10), spread=st.booleans(),
+       min_rp=st.none() | st.floats(-0.5, 0.8), pairs=st.lists(st.sampled_from(SERVICE_PAIRS), min_size=1, max_size=3, unique=True))
+def test_every_heuristic_plan_keeps_every_rule(seed, n_tasks, n_hosts, spread, min_rp, pairs):
+    # Spread, the relative-performance guard and anti-affinity together: the engine and every baseline only
+    # ever place a task where every rule admits it, so whatever they return passes the verifier's check.
+    problem = with_anti_affinity(random_problem(seed, n_tasks, n_hosts, spread=spread, sens=True, min_rp=min_rp), seed, pairs)
+    engine = solve_engine(problem, FAST)
+    assert violations(problem, engine.assign) == [] and not engine.stats["invalid_fallback"]
+    for name in BASELINES:
+        result = run_baseline(problem, name, seed)
+        assert violations(problem, result.assign) == [] and result.stats["valid"], name
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_neighbourhood_search_keeps_rules_the_exact_model_leaves_out(seed):
+    # The tasks-at-risk guard is not in the exact model: the search solves without it and keeps only results that keep it.
+    problem = with_anti_affinity(random_problem(seed, 60, 20, sens=True, max_new_at_risk=0, min_rp=0.0), seed, SERVICE_PAIRS[:2])
+    result = solve_engine(problem, EngineConfig(time_limit=3, lns_time=0.3))
+    assert violations(problem, result.assign) == [] and not result.stats["invalid_fallback"]
+    assert result.objective <= evaluate(problem, problem.current).objective + 1e-9
+
+
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 10_000), n_tasks=st.integers(2, 16), n_hosts=st.integers(2, 7))
 def test_bounds_hold_against_the_proven_optimum(seed, n_tasks, n_hosts):
-    problem = random_problem(seed, n_tasks, n_hosts, weights=Weights(fragmentation=0.0, moves=0.0))
+    problem = random_problem(seed, n_tasks, n_hosts, weights=GoalWeights(fragmentation=0.0, moves=0.0))
     exact = solve_cpsat(problem, time_limit=10, num_workers=1, deterministic=True)
     assert exact.status == "optimal"
     before = problem.primary_cost[np.unique(problem.current)].sum()
@@ -98,6 +137,19 @@ def test_auto_uses_the_exact_model_on_small_instances():
     assert result.solver == "cbc" and result.status == "optimal"
 
 
+def test_solvers_that_do_not_honour_a_rule_are_refused_with_the_rule_named():
+    at_risk = random_problem(4, 12, 4, sens=True, max_new_at_risk=0)
+    with pytest.raises(InputError, match="tasks-at-risk guard.*honoured by the engine solver, not by 'cbc'"):
+        run_solver(at_risk, "cbc", 5)
+    assert run_solver(at_risk, "auto", 1).solver == "engine"  # auto falls back to the solver that honours every rule
+    guarded = random_problem(4, 12, 4, sens=True, min_rp=0.0).with_rule(AntiAffinity([("A", "B")], ["A", "B"] * 6))
+    with pytest.raises(InputError, match="minimum relative performance.*not by 'baseline-paragon'") as refused:
+        run_solver(guarded, "baseline-paragon", 5)
+    assert "anti-affinity" not in str(refused.value)  # the baselines honour anti-affinity: only the guard is named
+    check_support(guarded, "exact")
+    check_support(guarded, "engine")
+
+
 def test_the_budget_holds_when_hosts_that_received_tasks_are_emptied_again():
     # Many single-task hosts and a tight budget: the greedy empties hosts that earlier received tasks.
     for seed in range(30):
@@ -114,28 +166,28 @@ def test_with_a_high_sensitivity_weight_the_budget_relieves_interference_instead
     sens = [[0.6], [0.6], [0.5]]
     problem = small_problem([1.0, 1.0, 1.0], [4.0, 4.0, 4.0], [1.0, 1.0, 1.0], [0, 0, 1], sens=sens,
                             sens_capacity=[[1.0], [1.0], [1.0]], max_moves=1,
-                            weights=Weights(fragmentation=0.0, sensitivity=10.0))
+                            weights=GoalWeights(fragmentation=0.0, sensitivity=10.0))
     result = solve_engine(problem, FAST)
     ev = evaluate(problem, result.assign)
     assert ev.moves == 1 and sum(ev.interference.values()) == pytest.approx(0.0)
     assert violations(problem, result.assign) == []
     # At weight 0 the same budget frees a host instead.
-    cheap = problem.with_(weights=Weights(fragmentation=0.0, sensitivity=0.0))
+    cheap = problem.with_goal(Interference(0.0))
     assert evaluate(cheap, solve_engine(cheap, FAST).assign).tco == pytest.approx(1.0)
 
 
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 10_000), n_tasks=st.integers(2, 30), n_hosts=st.integers(2, 10), allowance=st.integers(0, 3))
 def test_the_new_risk_guard_holds_and_the_verifier_checks_it(seed, n_tasks, n_hosts, allowance):
-    problem = random_problem(seed, n_tasks, n_hosts, sens=True, weights=Weights(sensitivity=0.0, max_new_at_risk=allowance))
+    problem = random_problem(seed, n_tasks, n_hosts, sens=True, weights=GoalWeights(sensitivity=0.0), max_new_at_risk=allowance)
     result = solve_engine(problem, FAST)
     assert violations(problem, result.assign) == [] and not result.stats["invalid_fallback"]
     assert tasks_at_risk(problem, result.assign) <= tasks_at_risk(problem, problem.current) + allowance
     # The rule itself: a plan over the limit is a violation.
-    unguarded = problem.with_(weights=Weights(sensitivity=0.0))
-    free = solve_engine(unguarded, FAST).assign
-    over = tasks_at_risk(problem, free) > risk_limit(problem)
-    assert bool(risk_violations(problem, free)) == over
+    guard = problem.rule(MaxNewAtRisk)
+    free = solve_engine(problem.with_rule(None, replaces=MaxNewAtRisk), FAST).assign
+    over = tasks_at_risk(problem, free) > guard.limit(problem)
+    assert bool(guard.violations(problem, free)) == over == bool(violations(problem, free))
 
 
 def test_the_new_risk_guard_frees_hosts_whose_tasks_are_already_at_risk():
@@ -146,7 +198,7 @@ def test_the_new_risk_guard_frees_hosts_whose_tasks_are_already_at_risk():
     sens = [[0.6], [0.6], [0.3], [0.3]]
     problem = small_problem([1.0] * 4, [4.0, 4.0, 4.0], [1.0, 1.0, 1.0], [0, 0, 1, 2], sens=sens,
                             sens_capacity=[[1.0], [1.0], [1.0]], max_moves=2,
-                            weights=Weights(fragmentation=0.0, sensitivity=0.0, max_new_at_risk=0))
+                            weights=GoalWeights(fragmentation=0.0, sensitivity=0.0)).with_rule(MaxNewAtRisk(0))
     result = solve_engine(problem, FAST)
     assert evaluate(problem, result.assign).hosts == 2
     assert tasks_at_risk(problem, result.assign) <= 2 and violations(problem, result.assign) == []
@@ -161,7 +213,7 @@ def _relief_or_emptying(weight: float):
     current = [0, 1, 2, 2, 2, 3, 3, 4]
     return small_problem(demand, [10, 10, 10, 10, 100], [1, 1, 1, 1, 1], current, sens=np.array(sens)[:, None],
                          sens_capacity=np.array([1, 1, 1, 1, 100])[:, None], max_moves=2,
-                         weights=Weights(fragmentation=0.0, sensitivity=weight))
+                         weights=GoalWeights(fragmentation=0.0, sensitivity=weight))
 
 
 @pytest.mark.parametrize(("weight", "gain", "relieved", "emptied"), [
@@ -174,7 +226,7 @@ def test_the_engine_splits_the_budget_between_relief_and_emptying(weight, gain, 
     result = solve_engine(problem, FAST)
     assert violations(problem, result.assign) == []
     before = evaluate(problem, problem.current).objective
-    assert before - result.objective == pytest.approx(gain - 2 * problem.weights.moves)
+    assert before - result.objective == pytest.approx(gain - 2 * problem.weight(FewerMoves))
     moved = np.flatnonzero(result.assign != problem.current)
     assert len(moved) == 2
     assert int(np.isin(moved, [2, 3, 4, 5, 6]).sum()) == relieved

@@ -8,13 +8,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from packer.model.metrics import evaluate, host_sensitivity, occupied, violations
-from packer.io.presets import get_preset
-from packer.model.problem import PlacementProblem, Weights, build_problem
-from packer.solvers import solve_cpsat, solve_milp, solve_subproblem
-from packer.solvers.formulation import frag_constant
-from packer.io.trace import read_trace
 from conftest import tiny_tables, write_tables
+from packer.io.presets import get_preset
+from packer.io.trace import read_trace
+from packer.model.build import GoalWeights, RuleOptions, build_problem
+from packer.model.metrics import evaluate, host_sensitivity, occupied, violations
+from packer.model.problem import PlacementProblem
+from packer.rules.anti_affinity import AntiAffinity
+from packer.rules.fragmentation import Fragmentation
+from packer.rules.interference import Interference
+from packer.rules.moves import FewerMoves
+from packer.rules.spread import Spread
+from packer.solvers import solve_cpsat, solve_milp, solve_subproblem
+from packer.rules.budget import MoveBudget
 from problems import random_problem, small_problem
 
 # Objective resolution of the CP-SAT model (1e-6 per host, move and sensitive task) plus CBC's tolerance.
@@ -58,6 +64,21 @@ def test_highs_agrees_with_cbc():
     assert highs.objective == pytest.approx(cbc.objective, abs=AGREE)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_cpsat_cbc_and_highs_agree_with_the_relative_performance_guard_and_anti_affinity(seed):
+    # One exact model, three backends: with the rules that add their own variables (RP load bounds, "gains a
+    # task" flags) all three must prove the same optimum and return plans the verifier accepts.
+    problem = random_problem(seed, 14, 5, sens=True, min_rp=0.1 if seed % 2 else None)
+    services = np.array([["A", "B", "C", None][i % 4] for i in range(problem.n_tasks)], dtype=object)
+    problem = problem.with_rule(AntiAffinity([("A", "B"), ("C", "C")], services))
+    results = [solve_cpsat(problem, time_limit=10), solve_milp(problem, solver="cbc", time_limit=10),
+               solve_milp(problem, solver="highs", time_limit=10)]
+    for result in results:
+        assert result.status == "optimal", result.solver
+        check(problem, result)
+    assert max(r.objective for r in results) - min(r.objective for r in results) <= AGREE
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_cpsat_matches_brute_force(seed):
     # 3 hosts, 6 tasks: every placement is enumerated and checked with metrics.violations,
@@ -84,9 +105,10 @@ def test_every_cpsat_plan_is_valid_and_bounded(seed, n_tasks, n_hosts, spread, s
 def test_objective_is_linear_in_occupancy_excess_and_moves(seed):
     problem = random_problem(seed, 30, 8, sens=True)
     assign = np.random.default_rng(seed).integers(0, problem.n_hosts, problem.n_tasks)
-    w = problem.weights
     excess = np.clip(host_sensitivity(problem, assign) - 1.0, 0.0, None).sum()
-    linear = problem.open_weight[occupied(problem, assign)].sum() + w.sensitivity * excess + w.moves * (assign != problem.current).sum() - frag_constant(problem)
+    moves = (assign != problem.current).sum()
+    linear = (problem.open_weight[occupied(problem, assign)].sum() + problem.weight(Interference) * excess + problem.weight(FewerMoves) * moves
+              + problem.goal(Fragmentation).constant(problem))
     assert evaluate(problem, assign).objective == pytest.approx(linear, rel=1e-12, abs=1e-9)
 
 
@@ -110,7 +132,7 @@ def test_budget_of_one_cannot_empty_a_host_of_two_tasks():
     # h1's two tasks fit on h0 (5+3+3 <= 12) but t0 does not fit on h1 (5+6 > 10).
     problem = small_problem([5, 3, 3], capacity=[12, 10], cost=[1, 2], current=[0, 1, 1], max_moves=1)
     assert solve_cpsat(problem).objective == pytest.approx(3)
-    assert solve_cpsat(problem.with_(max_moves=2)).objective == pytest.approx(1 + 2e-4)
+    assert solve_cpsat(problem.with_rule(MoveBudget(2))).objective == pytest.approx(1 + 2e-4)
 
 
 def test_pinned_task_keeps_its_host_so_the_other_one_is_emptied():
@@ -124,13 +146,14 @@ def test_spread_limit_of_one_forbids_colocating_a_job():
     problem = small_problem([4, 4], capacity=[10, 10], cost=[1, 2], current=[0, 1], job=[7, 7], spread_host=1)
     for result in (solve_cpsat(problem), solve_milp(problem)):
         assert result.assign.tolist() == [0, 1]
-    assert solve_cpsat(problem.with_(spread_host=2)).assign.tolist() == [0, 0]
+    assert solve_cpsat(problem.with_rule(Spread("host", 2))).assign.tolist() == [0, 0]
 
 
 @pytest.mark.parametrize(("weight", "together", "objective"), [(10.0, False, 2.0), (1.0, True, 1 + 0.2 + 1e-4), (0.0, True, 1 + 1e-4)])
 def test_sensitivity_weight_decides_colocation(weight, together, objective):
     # Two tasks of sensitivity 0.6 on one host: excess 0.2 costs weight·0.2 against one host (cost 1) saved.
-    problem = small_problem([2, 2], capacity=[10, 10], cost=[1, 1], current=[0, 1], sens=[0.6, 0.6], sens_capacity=[1, 1], weights=Weights(fragmentation=0.0, sensitivity=weight))
+    problem = small_problem([2, 2], capacity=[10, 10], cost=[1, 1], current=[0, 1], sens=[0.6, 0.6], sens_capacity=[1, 1],
+                            weights=GoalWeights(fragmentation=0.0, sensitivity=weight))
     for result in (solve_cpsat(problem), solve_milp(problem)):
         assert (result.assign[0] == result.assign[1]) == together
         assert result.objective == pytest.approx(objective)
@@ -183,7 +206,7 @@ def test_subproblem_keeps_validity_and_never_worsens(seed):
 
 def test_subproblem_from_an_improved_placement_counts_earlier_moves():
     problem = random_problem(3, 30, 8, max_moves=6)
-    first = solve_cpsat(problem.with_(max_moves=3), time_limit=5)
+    first = solve_cpsat(problem.with_rule(MoveBudget(3)), time_limit=5)
     hosts = np.arange(problem.n_hosts)
     result = solve_subproblem(problem, first.assign, np.arange(problem.n_tasks), hosts, time_limit=5)
     assert violations(problem, result.assign) == []
@@ -196,7 +219,7 @@ def test_subproblem_from_an_improved_placement_counts_earlier_moves():
 def test_solvers_on_a_problem_built_from_a_trace(tmp_path):
     hosts, tasks, usage = tiny_tables(n_tasks=12, n_hosts=5)
     trace = read_trace(write_tables(tmp_path / "t", hosts, tasks, usage))
-    problem = build_problem(trace, get_preset("baseline"), max_moves=4, spread_host=2)
+    problem = build_problem(trace, get_preset("baseline"), rules=RuleOptions(max_moves=4, spread_host=2))
     cpsat = solve_cpsat(problem)
     cbc = solve_milp(problem)
     assert cpsat.status == cbc.status == "optimal"

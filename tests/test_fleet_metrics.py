@@ -11,9 +11,10 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import tiny_tables, write_tables
-from packer.cli.commands import cli
+from packer.cli import cli
 from packer.model.metrics import colocation_factor, evaluate, fleet_breakdown, host_changes_by_arch, moves_by_arch, weighted_score_loss
-from packer.model.problem import PlacementProblem, Weights
+from packer.model.build import GoalWeights, make_goals
+from packer.model.problem import PlacementProblem
 
 # Two architectures: A (score 1.0, type I, cost 1) and B (score 2.0, type II, cost 2).
 ARCHS = pd.DataFrame({"type": ["I", "II"], "score": [1.0, 2.0]}, index=pd.Index(["A", "B"], name="arch"))
@@ -34,7 +35,7 @@ def case() -> tuple[PlacementProblem, np.ndarray]:
         sens_dims=("cpu",), sens_demand=np.array(CS)[:, None], sens_capacity=np.ones((4, 1)),
         host_arch=np.array([0, 0, 1, 1]), cost=np.array([1.0, 1.0, 2.0, 2.0]), eligible=np.ones((4, 2), dtype=bool),
         current=np.array([0, 0, 1, 2]), movable=np.ones(4, dtype=bool), job=np.arange(4), domain=np.full(4, -1),
-        max_moves=None, weights=Weights(),
+        goals=make_goals("tco", GoalWeights()),
     )
     return problem, np.array([0, 0, 0, 3])
 
@@ -95,6 +96,17 @@ def test_moves_by_source_and_destination_arch(case):
     assert table.index.name == "from" and table.columns.name == "to"
 
 
+def _format_3_context(context: dict) -> dict:
+    """A packer-plan/4 context as formats 1-3 wrote it: budget and spread at the top, guards and goal among the weights."""
+    context = dict(context)
+    rules, weights = context.pop("rules"), dict(context["weights"])
+    assert rules["anti_affinity"] == []
+    context.update({key: rules[key] for key in ("max_moves", "spread_host", "spread_domain")})
+    weights.update({key: rules[key] for key in ("min_rp", "max_new_at_risk")}, goal=context.pop("goal"))
+    context["weights"] = weights
+    return context
+
+
 def test_a_packer_plan_1_summary_still_verifies(tmp_path):
     """Plans written before the WSL/colocation/moves-by-arch keys are checked on the keys they have."""
     hosts, tasks, usage = tiny_tables(n_tasks=8, n_hosts=4)
@@ -103,8 +115,11 @@ def test_a_packer_plan_1_summary_still_verifies(tmp_path):
     runner = CliRunner()
     assert runner.invoke(cli, ["solve", str(trace), "--out", str(plan), "--config", "baseline", "--solver", "baseline-ffd"]).exit_code == 0
     summary = json.loads((plan / "summary.json").read_text())
-    assert summary["format"] == "packer-plan/3"
+    assert summary["format"] == "packer-plan/4"
     summary["format"] = "packer-plan/1"
+    summary["context"] = _format_3_context(summary["context"])
+    for key in ("rules", "goals"):
+        del summary[key]
     for key in ("sensitivity_basis", "class_scores", "classes_from"):
         del summary["context"][key]
     for key in ("fleet_change", "moves_by_arch"):
@@ -130,9 +145,34 @@ def test_a_packer_plan_2_sensitivity_plan_is_read_as_it_was_written(tmp_path):
     assert solved.exit_code == 0, solved.output
     summary = json.loads((plan / "summary.json").read_text())
     summary["format"] = "packer-plan/2"
+    summary["context"] = _format_3_context(summary["context"])
+    for key in ("rules", "goals"):
+        del summary[key]
     for key in ("sensitivity_basis", "class_scores", "classes_from"):
         del summary["context"][key]
     (plan / "summary.json").write_text(json.dumps(summary))
     result = runner.invoke(cli, ["verify", str(trace), str(plan)])
     assert result.exit_code == 0, result.output
     assert "whole-host basis" in result.output
+
+
+def test_a_packer_plan_3_fair_plan_still_verifies_and_reports(tmp_path):
+    """A fair plan of format 3 (objective = the tco goals' terms, context in the old shape) is checked and rendered as written."""
+    hosts, tasks, usage = tiny_tables(n_tasks=8, n_hosts=4)
+    trace = write_tables(tmp_path / "t", hosts, tasks, usage)
+    plan = tmp_path / "plan"
+    runner = CliRunner()
+    solved = runner.invoke(cli, ["solve", str(trace), "--out", str(plan), "--goal", "fair", "--max-moves", "3", "--time-limit", "5"])
+    assert solved.exit_code == 0, solved.output
+    summary = json.loads((plan / "summary.json").read_text())
+    assert summary["objective"]["total"] > 0 and summary["objective"]["primary"] > 0
+    summary["format"] = "packer-plan/3"
+    summary["context"] = _format_3_context(summary["context"])
+    for key in ("rules", "goals"):
+        del summary[key]
+    (plan / "summary.json").write_text(json.dumps(summary))
+    result = runner.invoke(cli, ["verify", str(trace), str(plan)])
+    assert result.exit_code == 0, result.output
+    reported = runner.invoke(cli, ["report", str(plan), "--out", str(tmp_path / "report")])
+    assert reported.exit_code == 0, reported.output
+    assert "goal fair" in (tmp_path / "report" / "report.md").read_text()

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from packer.cli.commands import cli
+from packer.cli import cli
 from packer.errors import InputError
 from packer.io.fleet import load_fleet
 from packer.io.generate import (

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from packer.cli.commands import cli
+from packer.cli import cli
 from packer.errors import InfeasibleError, InputError
 from packer.io.importers import ImportSummary, import_bitbrains, import_openb
 from packer.io.importers.initial_placement import first_fit_decreasing

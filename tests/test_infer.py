@@ -1,4 +1,4 @@
-"""Collaborative-filtering inference of missing sensitivity scores (packer.characterize.infer)."""
+"""Collaborative-filtering inference of missing sensitivity scores (packer.characterization.infer)."""
 from __future__ import annotations
 
 import logging
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from packer.errors import InputError
-from packer.characterize.infer import ScoreInference, infer_scores
+from packer.characterization.infer import ScoreInference, infer_scores
 
 N_ROWS, N_COLS, RANK, N_DENSE = 500, 18, 3, 40
 
@@ -114,7 +114,7 @@ def test_empirical_prior_beats_quasars_isotropic_ridge_on_sparse_rows():
 
 def test_diverging_learning_rate_is_halved_not_fatal(caplog):
     _, measured = low_rank_scores()
-    with caplog.at_level(logging.WARNING, logger="packer.characterize.infer"):
+    with caplog.at_level(logging.WARNING, logger="packer.characterization.infer"):
         model = ScoreInference(learning_rate=5.0).fit(observe(measured, 2))
     assert model.learning_rate_ < 5.0
     assert "diverged" in caplog.text
@@ -126,7 +126,7 @@ def test_empty_rows_are_reported_and_get_group_means(caplog):
     matrix = observe(measured, 2)
     matrix[[100, 101]] = np.nan
     groups = np.where(np.arange(N_ROWS) % 2 == 0, "low", "high")
-    with caplog.at_level(logging.WARNING, logger="packer.characterize.infer"):
+    with caplog.at_level(logging.WARNING, logger="packer.characterization.infer"):
         model = ScoreInference().fit(matrix, groups, row_names=[f"task{i}" for i in range(N_ROWS)])
     assert "2 row(s) have no measured score" in caplog.text and "'task100'" in caplog.text
     np.testing.assert_array_equal(model.empty_rows_, [100, 101])

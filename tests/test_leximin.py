@@ -5,23 +5,23 @@ import itertools
 import json
 
 import numpy as np
-import pandas as pd
 import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import tiny_tables, write_tables
-from packer.cli.commands import cli
-from packer.model.metrics import evaluate, rp_floors, violations
-from packer.model.problem import Weights
+from packer.cli import cli
+from packer.errors import InputError
+from packer.model.build import GoalWeights
+from packer.model.metrics import evaluate, violations
 from packer.model.rpf import relative_performance
-from packer.solvers.run import run_solver
+from packer.rules.min_rp import MinRP
 from packer.solvers.cpsat import solve_cpsat
 from packer.solvers.leximin import leximin_key, quantize, solve_leximin_engine, solve_leximin_exact
+from packer.solvers.run import run_solver
+from packer.rules.budget import MoveBudget
 from problems import random_problem, small_problem
-
-FAIR = Weights(goal="fair")
 
 
 def brute_force(problem):
@@ -38,7 +38,7 @@ def brute_force(problem):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_exact_leximin_matches_brute_force(seed):
-    problem = random_problem(seed, n_tasks=5, n_hosts=3, sens=seed % 2 == 0, max_moves=2, weights=FAIR)
+    problem = random_problem(seed, n_tasks=5, n_hosts=3, sens=seed % 2 == 0, max_moves=2, goal="fair")
     result = solve_leximin_exact(problem, time_limit=20)
     assert result.status == "optimal"
     assert not violations(problem, result.assign)
@@ -49,7 +49,7 @@ def test_exact_leximin_matches_brute_force(seed):
 def test_fewer_moves_among_equal_vectors():
     # Task 1 alone on host 1 is already at the cap; moving it anywhere gains nothing.
     problem = small_problem([1.0, 1.0], [10.0, 10.0, 10.0], [1.0, 1.0, 1.0], [0, 1], sens=[[0.4], [0.4]],
-                            sens_capacity=[[1.0]] * 3, max_moves=2, weights=FAIR)
+                            sens_capacity=[[1.0]] * 3, max_moves=2, goal="fair")
     for solve in (solve_leximin_exact, solve_leximin_engine):
         assert (solve(problem).assign == problem.current).all()
 
@@ -57,20 +57,20 @@ def test_fewer_moves_among_equal_vectors():
 def test_worst_host_is_relieved_within_the_budget():
     # Three sensitive tasks share host 0 (sum 1.5): one move to the empty host 1 lifts the minimum.
     problem = small_problem([1.0, 1.0, 1.0], [10.0, 10.0], [1.0, 1.0], [0, 0, 0], sens=[[0.5]] * 3,
-                            sens_capacity=[[1.0]] * 2, max_moves=1, weights=FAIR)
+                            sens_capacity=[[1.0]] * 2, max_moves=1, goal="fair")
     before = relative_performance(problem, problem.current)
     for solve in (solve_leximin_exact, solve_leximin_engine):
         result = solve(problem)
         after = relative_performance(problem, result.assign)
         assert before.min() == pytest.approx(-1.0) and after.min() == pytest.approx(0.0)
         assert int((result.assign != problem.current).sum()) == 1
-    assert (solve_leximin_exact(problem.with_(max_moves=0)).assign == problem.current).all()
+    assert (solve_leximin_exact(problem.with_rule(MoveBudget(0))).assign == problem.current).all()
 
 
 @settings(max_examples=15, deadline=None)
 @given(st.integers(0, 10_000), st.integers(0, 4))
 def test_engine_is_valid_never_worse_than_now_nor_better_than_exact(seed, budget):
-    problem = random_problem(seed, n_tasks=10, n_hosts=4, sens=True, max_moves=budget, weights=FAIR)
+    problem = random_problem(seed, n_tasks=10, n_hosts=4, sens=True, max_moves=budget, goal="fair")
     engine = solve_leximin_engine(problem, time_limit=10)
     exact = solve_leximin_exact(problem, time_limit=20)
     assert not violations(problem, engine.assign)
@@ -80,14 +80,14 @@ def test_engine_is_valid_never_worse_than_now_nor_better_than_exact(seed, budget
         assert leximin_key(relative_performance(problem, exact.assign)) >= key
 
 
-@pytest.mark.parametrize("solver", ["engine", "cpsat"])
+@pytest.mark.parametrize("solver", ["engine", "cpsat", "cbc", "highs"])
 def test_min_rp_guard_costs_tco_but_holds(solver):
     # Consolidating both tasks on host 0 would free host 1 but push the sensitivity sum to 1.2.
     problem = small_problem([1.0, 1.0], [10.0, 10.0], [1.0, 1.0], [0, 1], sens=[[0.6], [0.6]], sens_capacity=[[1.0]] * 2,
-                            max_moves=2, weights=Weights(fragmentation=0.0, sensitivity=0.0))
+                            max_moves=2, weights=GoalWeights(fragmentation=0.0, sensitivity=0.0))
     free = run_solver(problem, solver, 10)
     assert evaluate(problem, free.assign).hosts == 1
-    guarded = problem.with_(weights=Weights(fragmentation=0.0, sensitivity=0.0, min_rp=0.0))
+    guarded = problem.with_rule(MinRP(0.0))
     result = run_solver(guarded, solver, 10)
     assert evaluate(guarded, result.assign).hosts == 2
     assert relative_performance(guarded, result.assign).min() >= 0
@@ -97,9 +97,9 @@ def test_min_rp_guard_costs_tco_but_holds(solver):
 @settings(max_examples=15, deadline=None)
 @given(st.integers(0, 10_000), st.floats(-0.5, 0.8))
 def test_guarded_plans_keep_every_floor(seed, min_rp):
-    problem = random_problem(seed, n_tasks=12, n_hosts=5, sens=True, weights=Weights(min_rp=min_rp))
-    floors = rp_floors(problem)
-    for result in (run_solver(problem, "engine", 1, seed), solve_cpsat(problem, time_limit=2)):
+    problem = random_problem(seed, n_tasks=12, n_hosts=5, sens=True, min_rp=min_rp)
+    floors = problem.rule(MinRP).floors(problem)
+    for result in (run_solver(problem, "engine", 1, seed), solve_cpsat(problem, time_limit=2), run_solver(problem, "cbc", 2)):
         if result.status in ("optimal", "feasible"):
             assert (relative_performance(problem, result.assign) >= floors).all()
             assert not violations(problem, result.assign)
@@ -107,19 +107,18 @@ def test_guarded_plans_keep_every_floor(seed, min_rp):
 
 def test_exact_model_keeps_a_task_already_below_the_guard_from_getting_worse():
     problem = small_problem([1.0, 1.0, 1.0], [10.0, 10.0], [1.0, 1.0], [0, 0, 1], sens=[[0.7], [0.7], [0.2]],
-                            sens_capacity=[[1.0]] * 2, max_moves=3, weights=Weights(fragmentation=0.0, sensitivity=0.0, min_rp=0.5))
+                            sens_capacity=[[1.0]] * 2, max_moves=3, weights=GoalWeights(fragmentation=0.0, sensitivity=0.0)).with_rule(MinRP(0.5))
     before = relative_performance(problem, problem.current)
     result = solve_cpsat(problem, time_limit=5)
     after = relative_performance(problem, result.assign)
     assert (after >= np.minimum(0.5, before) - 1e-6).all()
 
 
-def test_milp_refuses_the_guard():
-    from packer.errors import InputError
-
-    problem = random_problem(0, weights=Weights(min_rp=0.0))
-    with pytest.raises(InputError, match="min-rp"):
-        run_solver(problem, "cbc", 5)
+def test_the_guard_is_solved_exactly_by_auto_and_refused_by_the_baselines():
+    problem = random_problem(0, sens=True, min_rp=0.0)
+    assert run_solver(problem, "auto", 5).solver == "cbc"  # the MILP states the guard like CP-SAT
+    with pytest.raises(InputError, match="minimum relative performance"):
+        run_solver(problem, "baseline-ffd", 5)
 
 
 def test_quantize_rounds_half_up():
@@ -171,7 +170,7 @@ def test_fair_with_sensitivity_reports_classes_and_min_rp_plan_passes_verify(cro
         assert check.exit_code == 0, check.output
         summary = json.loads((out / "summary.json").read_text())
         assert summary["relative_performance"]["after"]["by_class"]
-    assert summary["context"]["weights"]["min_rp"] == 0
+    assert summary["context"]["rules"]["min_rp"] == 0
 
 
 def test_verify_rejects_a_false_relative_performance(crowded, tmp_path):

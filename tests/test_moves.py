@@ -37,7 +37,6 @@ def make_problem(demand, capacity, current, *, host_arch=None, eligible=None) ->
         movable=np.ones(n_tasks, dtype=bool),
         job=np.arange(n_tasks),
         domain=np.full(n_hosts, -1),
-        max_moves=None,
     )
 
 

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from packer.io.fleet import load_fleet
-from packer.characterize.normalize import (
+from packer.characterization.normalize import (
     SENSITIVITY_DIMS,
     host_share,
     normalize_scores,
@@ -26,7 +26,7 @@ from packer.characterize.normalize import (
     translate_cpu_matrix,
     translate_sensitivity,
 )
-from packer.characterize.sensitivity import load_sensitivity
+from packer.characterization.sensitivity import load_sensitivity
 
 FLEET = load_fleet()
 ARCHS = list(FLEET.archs.index)
@@ -282,7 +282,7 @@ def test_eligibility_is_monotone_in_the_score(triples, shrink, measured_on):
 
 def _golden_problem(tmp_path, basis):
     from packer.io.presets import Preset
-    from packer.model.problem import build_problem
+    from packer.model.build import RuleOptions, build_problem
     from packer.io.trace import read_trace
     from tests.conftest import write_tables
 
@@ -293,7 +293,7 @@ def _golden_problem(tmp_path, basis):
     rows = {"kv2": (0.64, 0.45, 0.51), "rank2": (0.93, 0.86, 0.96), "log1": (0.68, 0.60, 0.60), "big": (0.68, 0.60, 0.60)}
     scores = pd.DataFrame([rows[t] for t in tasks["task_id"]], columns=list(SENSITIVITY_DIMS)).assign(measured_on="Broadwell20")
     preset = Preset("sens", "Sens", "requests and sensitivity", {"cpu": "request", "mem": "request"}, SENSITIVITY_DIMS)
-    return build_problem(trace, preset, None, scores, max_moves=None, sensitivity_basis=basis)
+    return build_problem(trace, preset, None, scores, rules=RuleOptions(max_moves=None), sensitivity_basis=basis)
 
 
 def test_golden_hosts_on_the_need_basis(tmp_path):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from packer.cli.commands import cli
+from packer.cli import cli
 from packer.report.sweep import paper_directions, read_sweep
 from packer.plan.verify import verify_plan
 

@@ -22,15 +22,19 @@ from packer.plan.plan import (
     write_plan,
 )
 from packer.io.presets import get_preset
-from packer.model.problem import Weights, build_problem
+from packer.model.build import GoalWeights, RuleOptions, build_problem
 from packer.solvers.result import SolveResult
 from packer.io.trace import read_trace
+from packer.rules.budget import MoveBudget
+
+
+WEIGHTS = GoalWeights(moves=1e-3)
 
 
 @pytest.fixture
 def tiny_problem(tiny_trace):
     trace = read_trace(tiny_trace)
-    return trace, build_problem(trace, get_preset("baseline"), max_moves=5, weights=Weights(goal="tco", moves=1e-3))
+    return trace, build_problem(trace, get_preset("baseline"), goal="tco", weights=WEIGHTS, rules=RuleOptions(max_moves=5))
 
 
 def _result(problem, assign, status="feasible", bound=-math.inf) -> SolveResult:
@@ -48,7 +52,7 @@ def _empty_h2(problem):
 def test_round_trip(tmp_path, tiny_problem):
     trace, problem = tiny_problem
     assign = _empty_h2(problem)
-    context = PlanContext(trace=str(trace.path), fleet="default", config="baseline", max_moves=5, weights=problem.weights, solver="hand", seed=3)
+    context = PlanContext(trace=str(trace.path), fleet="default", config="baseline", rules=RuleOptions(max_moves=5), weights=WEIGHTS, solver="hand", seed=3)
     out = write_plan(tmp_path / "plan", problem, _result(problem, assign), context)
     assert sorted(p.name for p in out.iterdir()) == sorted([PLACEMENT_FILE, MOVES_FILE, MOVES_CSV, MOVES_MARKDOWN, SUMMARY_FILE, REPORT_FILE])
 
@@ -59,14 +63,14 @@ def test_round_trip(tmp_path, tiny_problem):
     assert sorted(plan.moves["task_id"]) == sorted(moved)
     assert plan.moves["step"].tolist() == list(range(1, len(moved) + 1))
     assert plan.context == PlanContext.from_dict(context.to_dict())
-    assert plan.context.weights == problem.weights and plan.context.seed == 3
+    assert plan.context.weights == WEIGHTS and plan.context.seed == 3
     assert set(plan.context.versions) == {"packer", "numpy", "pandas", "pyarrow", "ortools", "pulp"}
 
 
 def test_summary_contents(tmp_path, tiny_problem):
     trace, problem = tiny_problem
     assign = _empty_h2(problem)
-    context = PlanContext(trace=str(trace.path), fleet="default", config="baseline", max_moves=5, weights=problem.weights)
+    context = PlanContext(trace=str(trace.path), fleet="default", config="baseline", rules=RuleOptions(max_moves=5), weights=WEIGHTS)
     out = write_plan(tmp_path / "plan", problem, _result(problem, assign, bound=-math.inf), context)
     text = (out / SUMMARY_FILE).read_text()
     summary = json.loads(text, parse_constant=lambda c: pytest.fail(f"summary.json holds {c}"))
@@ -102,7 +106,7 @@ def test_summary_contents(tmp_path, tiny_problem):
 
 def test_readable_move_list_beside_moves_parquet(tmp_path, tiny_problem):
     trace, problem = tiny_problem
-    out = write_plan(tmp_path / "plan", problem, _result(problem, _empty_h2(problem)), PlanContext(trace=str(trace.path), max_moves=5))
+    out = write_plan(tmp_path / "plan", problem, _result(problem, _empty_h2(problem)), PlanContext(trace=str(trace.path), rules=RuleOptions(max_moves=5)))
     moves, listed = read_plan(out).moves, pd.read_csv(out / MOVES_CSV)
     assert listed["step"].tolist() == moves["step"].tolist() and listed["task"].tolist() == moves["task_id"].tolist()
     assert listed["to_host"].tolist() == moves["to_host"].tolist() and set(listed["from_arch"]) == {"Haswell12"}
@@ -119,7 +123,7 @@ def test_gap_from_a_finite_bound(tmp_path, tiny_problem):
     trace, problem = tiny_problem
     assign = _empty_h2(problem)
     objective = evaluate(problem, assign).objective
-    out = write_plan(tmp_path / "plan", problem, _result(problem, assign, bound=objective / 2), PlanContext(trace=str(trace.path), max_moves=5))
+    out = write_plan(tmp_path / "plan", problem, _result(problem, assign, bound=objective / 2), PlanContext(trace=str(trace.path), rules=RuleOptions(max_moves=5)))
     summary = json.loads((out / SUMMARY_FILE).read_text())
     assert summary["gap"] == pytest.approx(0.5)
 
@@ -138,9 +142,9 @@ def test_refuses_results_without_a_placement(tmp_path, tiny_problem, status, err
 
 def test_refuses_an_invalid_placement(tmp_path, tiny_problem):
     trace, problem = tiny_problem
-    no_moves = problem.with_(max_moves=0)
+    no_moves = problem.with_rule(MoveBudget(0))
     with pytest.raises(ValueError, match="invalid placement: .*exceed the budget of 0"):
-        write_plan(tmp_path / "plan", no_moves, _result(no_moves, _empty_h2(no_moves)), PlanContext(trace=str(trace.path), max_moves=0))
+        write_plan(tmp_path / "plan", no_moves, _result(no_moves, _empty_h2(no_moves)), PlanContext(trace=str(trace.path), rules=RuleOptions(max_moves=0)))
     assert not (tmp_path / "plan").exists()
 
 

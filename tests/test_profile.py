@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import tiny_tables, write_tables
-from packer.cli.commands import cli
-from packer.characterize.profile import grouped_percentiles, profile_tasks
+from packer.cli import cli
+from packer.characterization.profile import grouped_percentiles, profile_tasks
 from packer.io.trace import read_trace
 
 

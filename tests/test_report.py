@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from PIL import Image
 
 from conftest import tiny_tables, write_tables
-from packer.cli.commands import cli
+from packer.cli import cli
 from packer.errors import InputError
 from packer.report.report import (
     COLOURS,
@@ -379,7 +379,7 @@ def test_paper_sens_point_is_the_fewest_at_risk_weight_point():
 
 def test_paper_comparison_against_baseline_from_the_two_numbers():
     table = HAND.assign(hosts=[100, 60, 70, 80, 80, 90, 50, 95], frag_cpu=1.0, frag_mem=1.0)
-    meta = {"options": {"max_moves": 400}, "current": {"hosts": 120, "tasks_at_risk": 100}, "n_tasks": 500, "yardstick": "p99-sens",
+    meta = {"options": {"rules": {"max_moves": 400}}, "current": {"hosts": 120, "tasks_at_risk": 100}, "n_tasks": 500, "yardstick": "p99-sens",
             "sensitivity_basis": "need", "sens_dims": ["cpu"]}
     by_type = {"I": {"tco_after": 10.0}, "II": {"tco_after": 20.0}}
     comparison = paper_comparison(table, meta, {p: {"by_type": by_type} for p in table["point"]})

@@ -9,7 +9,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from packer.model.metrics import host_sensitivity, rp_distribution
-from packer.model.problem import Weights
 from packer.model.rpf import (
     KIND_BATCH,
     KIND_TRANSACTIONAL,
@@ -164,7 +163,7 @@ def goal_problem():
         rt_goal_s=np.array([0.1, np.nan]), request_rate=np.array([100.0, np.nan]), service=np.array([0.01, np.nan]),
         deadline_s=np.array([np.nan, 100.0]), goal_start_s=np.array([np.nan, 0.0]), work=np.array([np.nan, 240.0]),
     )
-    return p.with_(goals=goals)
+    return p.with_(rp_goals=goals)
 
 
 def test_transactional_and_batch_rps_follow_eq1_and_eq2_with_proportional_cpu():
@@ -214,7 +213,7 @@ def test_rp_distribution_counts():
 
 # --- invariants ------------------------------------------------------------------------------------------
 
-problems = st.builds(lambda seed, sens: random_problem(seed, n_tasks=12, n_hosts=4, sens=sens, weights=Weights(goal="fair")),
+problems = st.builds(lambda seed, sens: random_problem(seed, n_tasks=12, n_hosts=4, sens=sens, goal="fair"),
                      st.integers(0, 10_000), st.booleans())
 
 

@@ -9,8 +9,8 @@ import pytest
 
 from packer.errors import InputError
 from packer.io.fleet import load_fleet
-from packer.characterize.normalize import translate_sensitivity
-from packer.characterize.sensitivity import assign_scores, load_sensitivity
+from packer.characterization.normalize import translate_sensitivity
+from packer.characterization.sensitivity import assign_scores, load_sensitivity
 
 FLEET = load_fleet()
 GOOD = """service,class,arch,cpu,membw,net,measured
@@ -171,7 +171,7 @@ def test_default_table_on_a_trace_without_those_services():
 
 def test_empty_cells_are_filled_by_inference(tmp_path):
     """With allow_missing, Rank2's CPU score (0.93 in Table III) is inferred from the other services."""
-    from packer.characterize.sensitivity import fill_missing_scores
+    from packer.characterization.sensitivity import fill_missing_scores
 
     text = (Path(__file__).resolve().parents[1] / "models" / "sensitivity.csv").read_text()
     path = write(tmp_path, text.replace("Rank2,high,Broadwell20,0.93,", "Rank2,high,Broadwell20,,"))

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import crowdable_trace, tiny_tables, write_tables
-from packer.cli.commands import cli
+from packer.cli import cli
 
 
 def run(*args: str):
@@ -40,7 +40,7 @@ def test_every_solver_writes_a_verified_plan(trace, tmp_path, solver, config):
 
 def test_sensitivity_config_and_full_repack(trace, tmp_path):
     _, summary = solve_and_verify(trace, tmp_path / "plan", "--config", "p99-sens", "--max-moves", "unlimited", "--solver", "engine")
-    assert summary["context"]["max_moves"] is None
+    assert summary["context"]["rules"]["max_moves"] is None
 
 
 def test_zero_budget_returns_the_current_placement(trace, tmp_path):
@@ -99,7 +99,7 @@ def test_exact_models_too_large_to_finish_are_refused(trace, tmp_path, monkeypat
 def test_the_new_risk_guard_is_kept_and_verified(trace, tmp_path):
     _, summary = solve_and_verify(trace, tmp_path / "plan", "--config", "p99-sens", "--sensitivity-weight", "0",
                                   "--max-new-at-risk", "0", "--max-moves", "unlimited")
-    assert summary["context"]["weights"]["max_new_at_risk"] == 0
+    assert summary["context"]["rules"]["max_new_at_risk"] == 0
     assert summary["metrics"]["after"]["tasks_at_risk"] <= summary["metrics"]["before"]["tasks_at_risk"]
 
 
@@ -110,7 +110,7 @@ def test_verify_rejects_a_plan_that_breaks_the_new_risk_guard(tmp_path):
     assert summary["context"]["sensitivity_basis"] == "need"
     assert summary["metrics"]["after"]["tasks_at_risk"] > summary["metrics"]["before"]["tasks_at_risk"]
     doc = json.loads((plan / "summary.json").read_text())
-    doc["context"]["weights"]["max_new_at_risk"] = 0  # claim a guard the unguarded plan does not keep
+    doc["context"]["rules"]["max_new_at_risk"] = 0  # claim a guard the unguarded plan does not keep
     (plan / "summary.json").write_text(json.dumps(doc))
     check = run("verify", trace, plan)
     assert check.exit_code == 1 and "tasks at risk of interference, more than" in check.output

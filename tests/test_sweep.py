@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import crowdable_trace, tiny_tables, write_tables
-from packer.cli.commands import cli
+from packer.cli import cli
 from packer.errors import InputError
 from packer.io.presets import load_presets
 from packer.report.sweep import (BASELINE, OPTIMIZER, Sweep, SweepOptions, baseline_dominance, paper_directions, pareto_front, plan_points,
@@ -229,7 +229,7 @@ def test_every_plan_of_the_sweep_verifies_and_matches_its_row(tiny_sweep):
         # Limit-independent metrics: the table's (measured on the yardstick) equal the plan's own.
         assert row["tco"] == pytest.approx(after["tco"]) and row["hosts"] == after["hosts"] and row["moves"] == after["moves"]
         assert row["wsl"] == pytest.approx(summary["fleet_change"]["wsl"], abs=1e-9)
-        assert summary["context"]["config"] == row["config"] and summary["context"]["max_moves"] == 400
+        assert summary["context"]["config"] == row["config"] and summary["context"]["rules"]["max_moves"] == 400
         if not math.isnan(row["weight"]):
             assert summary["context"]["weights"]["sensitivity"] == row["weight"]
         if row["config"] == "p99-sens":

@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import tiny_tables, write_tables
-from packer.cli.commands import cli
+from packer.cli import cli
 from packer.errors import InputError
 from packer.io.trace import read_trace
 

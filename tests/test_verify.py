@@ -10,12 +10,13 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from packer.cli.commands import cli
+from packer.cli import cli
 from packer.model.metrics import evaluate
-from packer.plan.plan import MOVES_FILE, PLACEMENT_FILE, SUMMARY_FILE, PlanContext, write_plan
+from packer.plan.plan import MOVES_FILE, PLACEMENT_FILE, SUMMARY_FILE, write_plan
+from packer.plan.context import PlanContext
 from packer.io.presets import get_preset
-from packer.model.problem import build_problem
-from packer.characterize.profile import profile_tasks
+from packer.model.build import RuleOptions, build_problem
+from packer.characterization.profile import profile_tasks
 from packer.solvers.result import SolveResult
 from packer.io.trace import read_trace, write_trace
 from packer.plan.verify import verify_plan
@@ -75,12 +76,12 @@ def write_tight_trace(path: Path) -> Path:
 def tight(tmp_path):
     """(trace folder, plan folder) of a valid 3-move plan whose move order matters."""
     trace_path = write_tight_trace(tmp_path / "tight")
-    problem = build_problem(read_trace(trace_path), get_preset("baseline"), max_moves=3)
+    problem = build_problem(read_trace(trace_path), get_preset("baseline"), rules=RuleOptions(max_moves=3))
     assign = problem.current.copy()
     for task, host in TIGHT_TARGET.items():
         assign[list(problem.task_ids).index(task)] = list(problem.host_ids).index(host)
     result = SolveResult(assign, "optimal", evaluate(problem, assign).objective, 2.0, "hand", 0.01)
-    context = PlanContext(trace=str(trace_path), fleet="trace", config="baseline", max_moves=3, solver="hand")
+    context = PlanContext(trace=str(trace_path), fleet="trace", config="baseline", rules=RuleOptions(max_moves=3), solver="hand")
     return trace_path, write_plan(tmp_path / "plan", problem, result, context)
 
 
@@ -208,8 +209,8 @@ def test_unreadable_input_exits_2(tight):
 def test_a_context_of_the_wrong_type_exits_2(tight):
     trace, plan = tight
     summary = json.loads((plan / SUMMARY_FILE).read_text())
-    summary["context"]["max_moves"] = "three"
+    summary["context"]["rules"]["max_moves"] = "three"
     (plan / SUMMARY_FILE).write_text(json.dumps(summary))
     result = run_verify(trace, plan)
     assert result.exit_code == 2
-    assert "column 'context': value(s) of the wrong type: max_moves='three'" in result.output
+    assert "column 'context': value(s) of the wrong type or unknown: rules.max_moves='three'" in result.output

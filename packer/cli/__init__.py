@@ -1,4 +1,4 @@
-"""The ``packer`` command line."""
-from packer.cli.commands import cli, main
+"""The ``packer`` command line (:mod:`packer.cli.main`); the console script is :func:`main`."""
+from packer.cli.main import cli, main
 
 __all__ = ["cli", "main"]

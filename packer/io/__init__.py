@@ -1,1 +1,1 @@
-"""io."""
+"""Input and output of traces: the native format, validation, fleet catalog, presets, importers, the generator, constraints files."""

@@ -10,15 +10,16 @@ dimension. ``score`` is the architecture's throughput score; string keys (such a
 """
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from packer.errors import InputError, Problem
+from packer.io.resources import models_dir
+from packer.io.toml_file import read_toml
 
-MODELS_DIR = Path(__file__).resolve().parents[2] / "models"
+MODELS_DIR = models_dir()
 DEFAULT_FLEET = MODELS_DIR / "fleet.toml"
 
 #: Keys of an ``[arch.*]`` table that are not resource capacities.
@@ -57,13 +58,7 @@ def load_fleet(path: str | Path = DEFAULT_FLEET) -> Fleet:
     """Read a fleet catalog (TOML). Raises :class:`InputError` naming the file and key on bad input."""
     path = Path(path)
     name = str(path)
-    try:
-        with open(path, "rb") as fh:
-            doc = tomllib.load(fh)
-    except FileNotFoundError:
-        raise InputError(f"{name}: fleet catalog not found") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"{name}: not valid TOML: {exc}") from None
+    doc = read_toml(path, "fleet catalog")
 
     types = doc.get("types", {})
     archs = doc.get("arch", {})

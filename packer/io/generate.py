@@ -105,7 +105,7 @@ import pyarrow as pa
 
 from packer.errors import InputError, Problem
 from packer.io.fleet import DEFAULT_FLEET, MODELS_DIR, Fleet, load_fleet
-from packer.characterize.normalize import SENSITIVITY_DIMS, sensitivity_capacity, sensitivity_demand, translate_sensitivity
+from packer.characterization.normalize import SENSITIVITY_DIMS, sensitivity_capacity, sensitivity_demand, translate_sensitivity
 from packer.io.trace import write_trace
 
 log = logging.getLogger(__name__)
@@ -339,7 +339,7 @@ def job_scores(jobs: pd.DataFrame, fleet: Fleet, services: pd.DataFrame) -> pd.D
 
     A named service has its measured Table III row; any other job its class's
     scores: the mean over the class's measured services (packer's default class
-    aggregate, :mod:`packer.characterize.sensitivity`), expressed with Eq. 1 on the architecture
+    aggregate, :mod:`packer.characterization.sensitivity`), expressed with Eq. 1 on the architecture
     the first of them was measured on. Columns: one per sensitivity dimension and
     ``measured_on``.
     """
@@ -361,7 +361,7 @@ def job_scores(jobs: pd.DataFrame, fleet: Fleet, services: pd.DataFrame) -> pd.D
 def _eligible_archs(jobs: pd.DataFrame, fleet: Fleet, services: pd.DataFrame) -> np.ndarray:
     """(jobs, archs) mask: where a task of the job stays within the host's sensitivity capacity on its own.
 
-    On packer's default ``need`` basis (:mod:`packer.characterize.normalize`), a task's demand is
+    On packer's default ``need`` basis (:mod:`packer.characterization.normalize`), a task's demand is
     ``s · g_k(M) · CU`` against a host's ``g_k(A) · score_A``: large, sensitive
     tasks cannot use the small architectures. A job of a class without scores is
     eligible everywhere. A named service also stays on hosts of the umbrella type

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from packer.errors import InputError
 from packer.io.fleet import MODELS_DIR
+from packer.io.toml_file import read_toml
 
 DEFAULT_PRESETS = MODELS_DIR / "presets.toml"
 _LIMIT = re.compile(r"^(request|p(\d{1,2}(\.\d+)?|100))$")
@@ -36,13 +36,7 @@ class Preset:
 def load_presets(path: str | Path = DEFAULT_PRESETS) -> dict[str, Preset]:
     """Read presets from TOML, keyed by name (``baseline``, ``p99``, ...)."""
     path = Path(path)
-    try:
-        with open(path, "rb") as fh:
-            doc = tomllib.load(fh)
-    except FileNotFoundError:
-        raise InputError(f"{path}: presets file not found") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"{path}: not valid TOML: {exc}") from None
+    doc = read_toml(path, "presets file")
     presets = {}
     for name, spec in doc.items():
         limits = {str(k): str(v) for k, v in spec.get("limits", {}).items()}

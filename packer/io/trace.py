@@ -102,6 +102,9 @@ def check_usage_schema(dataset: ds.Dataset, file: str) -> list[Problem]:
     missing = [c for c in USAGE_REQUIRED if c not in schema.names]
     if missing:
         problems.append(Problem(file, ", ".join(missing), f"required column missing (the file has: {', '.join(schema.names)})", 0))
+    if dataset.count_rows() == 0:
+        # An empty column may be stored without a type (Arrow's null): say what matters, that there is no data.
+        return problems + [Problem(file, "", "the table has no rows", 0)]
     for name in schema.names:
         typ = schema.field(name).type
         if name == "task_id":
@@ -115,8 +118,6 @@ def check_usage_schema(dataset: ds.Dataset, file: str) -> list[Problem]:
             want = "a numeric"
         if not ok:
             problems.append(Problem(file, name, f"expected {want} column, found {typ}", 0))
-    if not problems and dataset.count_rows() == 0:
-        problems.append(Problem(file, "", "the table has no rows", 0))
     return problems
 
 
@@ -179,7 +180,7 @@ def write_trace(
     """Write a trace folder atomically. ``usage`` is streamed batch by batch (it may be huge).
 
     Usage is written in the order given; writing it sorted by ``task_id`` (as the
-    generator and importers do) lets :func:`packer.characterize.profile.profile_tasks` read it in one pass.
+    generator and importers do) lets :func:`packer.characterization.profile.profile_tasks` read it in one pass.
     """
     path = Path(path)
     with atomic_dir(path) as tmp:

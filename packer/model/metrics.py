@@ -21,15 +21,10 @@ A placement is an int array ``assign`` (T,) of host indices into a
 * **relative performance distribution**: computed from relative performance
   functions (:mod:`packer.model.rpf`), not from the placement alone.
 
-Validity rules (checked by :func:`violations`; the exact models and the engine
-enforce the same): every task on a host; per host and dimension load ≤ capacity,
-except that a host already over capacity in the current placement may stay so as
-long as it receives no new task (the plan does not make it worse); a moved task
-lands on an eligible architecture (a task that stays is never evicted for being
-ineligible where it already runs); pinned tasks stay; at most ``max_moves`` moves;
-spread limits per job and host / domain, enforced on hosts and domains that gain
-tasks of that job; with a ``min_rp`` guard, no task below ``min(min_rp, its RP now)``
-(:func:`rp_floors`).
+Validity (:func:`violations`): every task on an existing host, and every rule of the
+problem (:mod:`packer.rules`: capacity, eligibility, pins, the move budget, spread,
+guards, ...) holds; the objective (:func:`evaluate`) is the sum of the problem's
+weighted goals. The exact models and the heuristics enforce the same rules.
 """
 from __future__ import annotations
 
@@ -39,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from packer.model.problem import PlacementProblem
+from packer.model.rpf import relative_performance
 
 TOLERANCE = 1e-6
 
@@ -51,7 +47,7 @@ def host_loads(problem: PlacementProblem, assign: np.ndarray) -> np.ndarray:
 
 
 def host_sensitivity(problem: PlacementProblem, assign: np.ndarray) -> np.ndarray:
-    """(H, K) summed normalized sensitivity per host on the problem's basis (:mod:`packer.characterize.normalize`); above 1 is at risk."""
+    """(H, K) summed normalized sensitivity per host on the problem's basis (:mod:`packer.characterization.normalize`); above 1 is at risk."""
     use = np.zeros((problem.n_hosts, len(problem.sens_dims)))
     np.add.at(use, assign, problem.sens_demand)
     return normalized_sensitivity(use, problem.sens_capacity)
@@ -105,9 +101,7 @@ def evaluate(problem: PlacementProblem, assign: np.ndarray) -> Evaluation:
     interference = {d: float(excess[:, k].sum()) for k, d in enumerate(problem.sens_dims)}
     risky_host = over_sensitivity_limit(sens) if problem.sens_dims else np.zeros(problem.n_hosts, dtype=bool)
     moves = int((assign != problem.current).sum())
-    w = problem.weights
-    frag_term = sum(frag[problem.dims[j]] / s for j, s in zip(problem.frag_dims, problem.frag_scale))
-    objective = float(problem.primary_cost[occ].sum() + w.fragmentation * frag_term + w.sensitivity * sum(interference.values()) + w.moves * moves)
+    objective = float(sum(goal.value(problem, assign) for goal in problem.goals))
     return Evaluation(
         hosts=int(occ.sum()),
         tco=float(problem.cost[occ].sum()),
@@ -130,36 +124,8 @@ def violations(problem: PlacementProblem, assign: np.ndarray) -> list[str]:
     bad_host = (assign < 0) | (assign >= problem.n_hosts)
     if bad_host.any():
         return [f"{int(bad_host.sum())} tasks on no existing host, e.g. {problem.task_ids[bad_host][:5].tolist()}"]
-    moved = assign != problem.current
-    gained = np.zeros(problem.n_hosts, dtype=bool)
-    gained[assign[moved]] = True
-    over = host_loads(problem, assign) > problem.capacity + TOLERANCE
-    over_hosts = over.any(axis=1) & (gained | ~initially_overloaded(problem))
-    if over_hosts.any():
-        h = np.flatnonzero(over_hosts)
-        dims = [problem.dims[j] for j in np.flatnonzero(over[h[0]])]
-        out.append(f"{len(h)} hosts over capacity, e.g. {problem.host_ids[h[0]]} in {', '.join(dims)}")
-    inelig = moved & ~problem.eligible[np.arange(problem.n_tasks), problem.host_arch[assign]]
-    if inelig.any():
-        out.append(f"{int(inelig.sum())} moved tasks on an ineligible architecture, e.g. {problem.task_ids[inelig][:5].tolist()}")
-    pinned_moved = moved & ~problem.movable
-    if pinned_moved.any():
-        out.append(f"{int(pinned_moved.sum())} pinned tasks moved, e.g. {problem.task_ids[pinned_moved][:5].tolist()}")
-    if problem.max_moves is not None and moved.sum() > problem.max_moves:
-        out.append(f"{int(moved.sum())} moves exceed the budget of {problem.max_moves}")
-    for limit, group, name in ((problem.spread_host, assign, "host"), (problem.spread_domain, problem.domain[assign], "domain")):
-        if limit is None:
-            continue
-        valid = group >= 0
-        pairs = problem.job[valid].astype(np.int64) * (int(group.max()) + 1) + group[valid]
-        counts = np.bincount(pairs)
-        gained_pairs = np.zeros_like(counts, dtype=bool)
-        gained_pairs[pairs[moved[valid]]] = True
-        broken = (counts > limit) & gained_pairs
-        if broken.any():
-            out.append(f"{int(broken.sum())} (job, {name}) pairs exceed the spread limit of {limit} tasks")
-    out += min_rp_violations(problem, assign)
-    out += risk_violations(problem, assign)
+    for rule in problem.rules:
+        out += rule.violations(problem, assign)
     return out
 
 
@@ -311,33 +277,7 @@ def _with_colocation(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-# --- Relative performance (Carrera et al.; packer.model.rpf): distribution and the --min-rp guard ---
-
-
-def rp_floors(problem: PlacementProblem) -> np.ndarray | None:
-    """(T,) the RP each task must keep under the ``min_rp`` guard: ``min(min_rp, RP now) − RP_TOLERANCE``; None without a guard.
-
-    A task already below the guard may not get worse; every other task may not fall below it.
-    """
-    from packer.model.rpf import RP_TOLERANCE, relative_performance
-
-    if problem.weights.min_rp is None:
-        return None
-    return np.minimum(problem.weights.min_rp, relative_performance(problem, problem.current)) - RP_TOLERANCE
-
-
-def min_rp_violations(problem: PlacementProblem, assign: np.ndarray) -> list[str]:
-    """The ``min_rp`` rule of :func:`violations`: tasks whose RP falls below :func:`rp_floors`."""
-    from packer.model.rpf import relative_performance
-
-    floors = rp_floors(problem)
-    if floors is None:
-        return []
-    low = relative_performance(problem, assign) < floors
-    if not low.any():
-        return []
-    return [f"{int(low.sum())} tasks below the relative-performance guard {problem.weights.min_rp:g} "
-            f"(or below their current one), e.g. {problem.task_ids[low][:5].tolist()}"]
+# --- Relative performance (Carrera et al.; packer.model.rpf): distributions ---
 
 
 def rp_distribution(rp: np.ndarray, groups: np.ndarray | None = None) -> dict:
@@ -358,8 +298,6 @@ def rp_distribution(rp: np.ndarray, groups: np.ndarray | None = None) -> dict:
 def rp_summary(problem: PlacementProblem, assign: np.ndarray) -> dict:
     """RP distributions before (``problem.current``) and after ``assign``: overall, per architecture
     of the task's host, and per workload class when the problem has class labels."""
-    from packer.model.rpf import relative_performance
-
     assign = np.asarray(assign, dtype=np.int64)
     out: dict = {}
     for when, placement in (("before", problem.current), ("after", assign)):
@@ -370,29 +308,8 @@ def rp_summary(problem: PlacementProblem, assign: np.ndarray) -> dict:
     return out
 
 
-# --- The --max-new-at-risk guard ---
-
 def tasks_at_risk(problem: PlacementProblem, assign: np.ndarray) -> int:
     """Tasks on hosts whose summed normalized sensitivity exceeds 1 in some dimension (the paper's count beside Eq. 4)."""
     if not problem.sens_dims:
         return 0
     return int(over_sensitivity_limit(host_sensitivity(problem, assign))[np.asarray(assign, dtype=np.int64)].sum())
-
-
-def risk_limit(problem: PlacementProblem) -> int | None:
-    """The most tasks at risk a plan may have under ``max_new_at_risk``: today's count plus the allowance; None without the guard."""
-    if problem.weights.max_new_at_risk is None:
-        return None
-    return tasks_at_risk(problem, problem.current) + int(problem.weights.max_new_at_risk)
-
-
-def risk_violations(problem: PlacementProblem, assign: np.ndarray) -> list[str]:
-    """The ``max_new_at_risk`` rule of :func:`violations`: no more tasks at risk than :func:`risk_limit`."""
-    limit = risk_limit(problem)
-    if limit is None:
-        return []
-    now = tasks_at_risk(problem, assign)
-    if now <= limit:
-        return []
-    return [f"{now} tasks at risk of interference, more than the {limit} the guard allows "
-            f"(today's {limit - problem.weights.max_new_at_risk} + {problem.weights.max_new_at_risk})"]

@@ -1,7 +1,10 @@
-"""The placement problem: one solver-agnostic instance built from a trace.
+"""The placement problem: one solver-agnostic instance — data, rules and goals.
 
-Every solver (exact CP-SAT and PuLP models, the scalable engine, baselines) and the
-verifier consume a :class:`PlacementProblem`: plain arrays, no Parquet, no pandas.
+Every solver (exact CP-SAT and PuLP models, the scalable engine, the leximin solvers,
+the baselines) and the verifier consume a :class:`PlacementProblem`: plain arrays (no
+Parquet, no pandas) plus the problem's **rules** (hard constraints) and **goals**
+(weighted objective terms), each a plugin of :mod:`packer.rules`.
+:func:`packer.model.build.build_problem` builds one from a trace.
 
 Units (ARCHITECTURE.md, "Units"). CPU is expressed in *reference cores*: cores of
 the fleet's reference architecture (score 1.0; Broadwell18 in the paper's catalog).
@@ -12,65 +15,19 @@ Memory (GiB), network (Gbps) and any other dimension do not change with the
 architecture. Sensitivity (colocation paper, Eq. 1) is a further set of *soft*
 dimensions: on the default ``need`` basis task ``t`` uses ``s_t,k · g_k(M_t) · CU_t``
 of a host's ``g_k(A) · score_A`` (``CU_t`` its requested compute units), on the
-``host`` basis ``s_t,k · g_k(M_t)`` of ``g_k(A)`` (:mod:`packer.characterize.normalize`), so the
+``host`` basis ``s_t,k · g_k(M_t)`` of ``g_k(A)`` (:mod:`packer.characterization.normalize`), so the
 paper's ``Σ_t Sensitivity(t, h) ≤ 1`` is ``Σ_t sens_demand[t,k] ≤ sens_capacity[h,k]``.
-
-Which number is a task's demand in a dimension is the preset's choice (Table IV):
-its request, or the p-th percentile of its usage. A task without usage samples
-falls back to its request (the only information there is).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 import numpy as np
-import pandas as pd
 
-from packer.errors import InputError
-from packer.io.fleet import Fleet
-from packer.characterize.normalize import DEFAULT_SENSITIVITY_BASIS, check_basis, per_core_throughput, reference_arch, sensitivity_capacity, sensitivity_demand
-from packer.io.presets import Preset
-from packer.characterize.profile import percentile_column
-from packer.model.rpf import TaskGoals, task_goals
-from packer.io.trace import Trace
+from packer.model.rpf import TaskGoals
 
-#: Goal names accepted by ``--goal``. ``fair``: leximin relative performance (:mod:`packer.solvers.leximin`).
-GOALS = ("tco", "hosts", "fair")
-
-
-@dataclass(frozen=True)
-class Weights:
-    """Weights of the linear objective (colocation paper, Eq. 2, combined as its packer-solver does).
-
-    ``objective = primary + fragmentation · F + sensitivity · S + moves · M`` where
-    *primary* is the summed cost of occupied hosts (``goal="tco"``, cost units) or
-    their count (``goal="hosts"``); ``F`` is Eq. 2's fragmentation summed over the
-    fragmentation dimensions, each divided by the mean host capacity in that
-    dimension (so F counts "empty hosts' worth" of unused capacity); ``S`` is the
-    Eq. 4 interference (summed excess of normalized sensitivity over 1, per host and
-    dimension); ``M`` is the number of moved tasks. The defaults make fragmentation
-    a secondary goal and moves the last tie-break: a whole host of fragmentation is
-    worth 1% of a Type I host's cost, a move 0.01%.
-
-    ``min_rp``: a guard (``--min-rp``, dimensionless relative performance, see
-    :mod:`packer.model.rpf`): every task ends with RP ≥ min(min_rp, its RP in the current
-    placement) — no task falls below the guard, and a task already below it gets no
-    worse. ``None``: no guard. The ``fair`` goal ignores the linear weights and
-    maximizes the sorted RP vector (leximin), then minimizes moves.
-
-    ``max_new_at_risk``: a guard (``--max-new-at-risk``, a count of tasks): the plan
-    has at most this many more tasks at risk of interference — tasks on a host whose
-    summed normalized sensitivity exceeds 1 in some dimension, the colocation paper's
-    count beside Eq. 4 — than the current placement. 0 frees cost without adding SLO
-    risk. ``None``: no guard.
-    """
-
-    goal: str = "tco"
-    fragmentation: float = 0.01
-    sensitivity: float = 1.0
-    moves: float = 1e-4
-    min_rp: float | None = None
-    max_new_at_risk: int | None = None
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -83,18 +40,23 @@ class PlacementProblem:
         mem GiB, net Gbps, others in the trace's unit
       frag_dims: indices of ``dims`` that count toward fragmentation (cpu and mem, as Eq. 2)
       sens_dims (K,) names; sens_demand (T, K), sens_capacity (H, K) (see module doc)
-      sens_basis: what a sensitivity score is a fraction of, ``need`` or ``host`` (:mod:`packer.characterize.normalize`)
       host_arch (H,) index into arch_names; cost (H,) cost units per occupied host
       eligible (T, A) bool: task may run on the architecture
       current (T,) index of the task's current host; movable (T,) bool
       job (T,) job code; domain (H,) failure-domain code (-1 if none)
-      max_moves: at most this many tasks leave their host (None = unlimited)
-      spread_host / spread_domain: at most this many tasks of one job per host /
-        per domain (None = no limit)
-      weights: the objective's :class:`Weights`
-      goals: per-task relative-performance goals (:class:`packer.model.rpf.TaskGoals`; None = all default)
+      rules: the hard constraints (:class:`packer.rules.base.Rule`), intrinsic ones included
+      goals: the weighted objective terms (:class:`packer.rules.base.Goal`), minimized as their sum
+      fair: the ``fair`` goal: leximin relative performance decides the placement (the goals are only reported)
+      config: the configuration preset's name
+      rp_goals: per-task relative-performance goals (:class:`packer.model.rpf.TaskGoals`; None = all default)
       task_class: (T,) workload class label per task (characterization), or None
+      sens_basis: what a sensitivity score is a fraction of, ``need`` or ``host`` (:mod:`packer.characterization.normalize`)
       job_ids: (T,) the job id of each task as the trace names it (``job`` holds their codes), or None
+      context: options that describe where the problem came from (file names, ...), for the summary
+
+    Raises ``ValueError`` at construction for arrays of the wrong shape and for
+    negative or non-finite demands and capacities (infinite sensitivity capacity
+    means "not checked" and is allowed).
     """
 
     task_ids: np.ndarray
@@ -114,15 +76,31 @@ class PlacementProblem:
     movable: np.ndarray
     job: np.ndarray
     domain: np.ndarray
-    max_moves: int | None = 400
-    spread_host: int | None = None
-    spread_domain: int | None = None
-    weights: Weights = field(default_factory=Weights)
+    rules: tuple = ()
+    goals: tuple = ()
+    fair: bool = False
     config: str = ""
-    goals: TaskGoals | None = None
+    rp_goals: TaskGoals | None = None
     task_class: np.ndarray | None = None
-    sens_basis: str = DEFAULT_SENSITIVITY_BASIS
+    sens_basis: str = "need"
     job_ids: np.ndarray | None = None
+    context: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        t, h, d, k = len(self.task_ids), len(self.host_ids), len(self.dims), len(self.sens_dims)
+        shapes = {"demand": (self.demand, (t, d)), "capacity": (self.capacity, (h, d)), "sens_demand": (self.sens_demand, (t, k)),
+                  "sens_capacity": (self.sens_capacity, (h, k)), "host_arch": (self.host_arch, (h,)), "cost": (self.cost, (h,)),
+                  "eligible": (self.eligible, (t, len(self.arch_names))), "current": (self.current, (t,)),
+                  "movable": (self.movable, (t,)), "job": (self.job, (t,)), "domain": (self.domain, (h,))}
+        wrong = [f"{name} has shape {np.shape(a)}, expected {shape}" for name, (a, shape) in shapes.items() if np.shape(a) != shape]
+        if wrong:
+            raise ValueError("invalid placement problem: " + "; ".join(wrong))
+        bad = [name for name, a in (("demand", self.demand), ("capacity", self.capacity), ("sens_demand", self.sens_demand), ("cost", self.cost))
+               if a.size and not (np.isfinite(a).all() and (a >= 0).all())]
+        if self.sens_capacity.size and ((self.sens_capacity < 0) | np.isnan(self.sens_capacity)).any():
+            bad.append("sens_capacity")
+        if bad:
+            raise ValueError(f"invalid placement problem: {', '.join(bad)} must be finite and >= 0")
 
     @property
     def n_tasks(self) -> int:
@@ -132,18 +110,29 @@ class PlacementProblem:
     def n_hosts(self) -> int:
         return len(self.host_ids)
 
-    def eligible_hosts(self, task: int) -> np.ndarray:
-        """Indices of hosts whose architecture the task may use."""
-        return np.flatnonzero(self.eligible[task][self.host_arch])
+    def rule(self, kind: type[R]) -> R | None:
+        """The problem's rule of class ``kind`` (the first), or None."""
+        return next((r for r in self.rules if isinstance(r, kind)), None)
 
-    def host_eligible(self) -> np.ndarray:
-        """(T, H) bool eligibility; only for small instances (it is T·H bytes)."""
-        return self.eligible[:, self.host_arch]
+    def goal(self, kind: type[R]) -> R | None:
+        """The problem's goal of class ``kind`` (the first), or None."""
+        return next((g for g in self.goals if isinstance(g, kind)), None)
+
+    def weight(self, kind: type) -> float:
+        """The weight of the problem's goal of class ``kind``; 0 when it has none."""
+        goal = self.goal(kind)
+        return 0.0 if goal is None else goal.weight
+
+    @property
+    def max_moves(self) -> int | None:
+        """The move budget: the tightest ``move_limit`` of the rules (:class:`packer.rules.budget.MoveBudget`), None when unlimited."""
+        limits = [rule.move_limit for rule in self.rules if rule.move_limit is not None]
+        return min(limits) if limits else None
 
     @property
     def primary_cost(self) -> np.ndarray:
-        """Per-host weight of the primary goal: cost units (tco) or 1 (hosts)."""
-        return self.cost if self.weights.goal == "tco" else np.ones(self.n_hosts)
+        """(H,) weight of the primary goal per occupied host (:class:`packer.rules.cost.Cost`: cost units or 1); the fleet's cost without one."""
+        return next((goal.open_cost(self) for goal in self.goals if goal.primary), self.cost)
 
     @property
     def frag_scale(self) -> np.ndarray:
@@ -154,165 +143,20 @@ class PlacementProblem:
 
     @property
     def open_weight(self) -> np.ndarray:
-        """Objective weight of occupying each host: primary cost plus its capacity's share of fragmentation.
-
-        Eq. 2's fragmentation is Σ_open (capacity − load); the load of all tasks is a
-        constant, so up to that constant it is Σ_open capacity: linear in which hosts are open.
-        """
-        frag = (self.capacity[:, list(self.frag_dims)] / self.frag_scale).sum(axis=1)
-        return self.primary_cost + self.weights.fragmentation * frag
+        """(H,) objective weight of occupying each host: the summed open costs of the goals that have one."""
+        costs = [c for c in (g.open_cost(self) for g in self.goals) if c is not None]
+        return np.sum(costs, axis=0) if costs else np.zeros(self.n_hosts)
 
     def with_(self, **changes) -> "PlacementProblem":
-        """A copy with some fields replaced (e.g. ``problem.with_(max_moves=None)``)."""
+        """A copy with some fields replaced (e.g. ``problem.with_(rules=...)``)."""
         return replace(self, **changes)
 
+    def with_rule(self, rule, replaces: type | None = None) -> "PlacementProblem":
+        """A copy with ``rule`` instead of the rules of class ``replaces`` (default: ``type(rule)``); ``rule=None`` removes them."""
+        kind = replaces or type(rule)
+        kept = tuple(r for r in self.rules if not isinstance(r, kind))
+        return replace(self, rules=kept if rule is None else (*kept, rule))
 
-def _codes(values) -> np.ndarray:
-    codes, _ = pd.factorize(pd.Series(values), use_na_sentinel=True)
-    return codes.astype(np.int64)
-
-
-def task_limits(trace: Trace, preset: Preset, profiles: pd.DataFrame | None) -> pd.DataFrame:
-    """Per task and dimension, the preset's limit in the trace's units (cpu cores on the current host).
-
-    A percentile limit needs ``profiles`` with a ``<dim>_pNN`` column; a task whose
-    profile is NaN (no usage) falls back to its request.
-    """
-    out = pd.DataFrame(index=trace.tasks.index)
-    for dim in trace.dims:
-        request = trace.tasks[f"{dim}_request"].to_numpy(dtype=float)
-        limit = preset.limit(dim)
-        if limit == "request":
-            out[dim] = request
-            continue
-        col = percentile_column(dim, float(limit[1:]))
-        if profiles is None or col not in profiles.columns:
-            have = "no profiles" if profiles is None else f"profiles with {', '.join(c for c in profiles.columns if c.startswith(dim + '_p'))}"
-            raise InputError(f"config '{preset.name}' needs {col} for dimension '{dim}' but got {have}; profile with --percentile {limit[1:]}")
-        aligned = profiles.set_index("task_id")[col].reindex(trace.tasks["task_id"]).to_numpy(dtype=float)
-        out[dim] = np.where(np.isnan(aligned), request, aligned)
-    return out
-
-
-def build_problem(
-    trace: Trace,
-    preset: Preset,
-    profiles: pd.DataFrame | None = None,
-    sensitivity: pd.DataFrame | None = None,
-    *,
-    max_moves: int | None = 400,
-    spread_host: int | None = None,
-    spread_domain: int | None = None,
-    weights: Weights = Weights(),
-    sensitivity_basis: str = DEFAULT_SENSITIVITY_BASIS,
-) -> PlacementProblem:
-    """Build the instance for ``trace`` under ``preset``.
-
-    ``profiles``: from :func:`packer.characterize.profile.profile_tasks` (needed when the preset
-    uses percentiles). ``sensitivity``: per task (``trace.tasks`` order) the scores
-    of the preset's sensitivity dimensions and ``measured_on`` (as
-    :class:`packer.characterize.sensitivity.SensitivityAssignment` ``.tasks``); needed when the
-    preset uses sensitivity. Unscored tasks (NaN) use none of the soft capacity.
-    ``sensitivity_basis``: what a score is a fraction of (:data:`packer.characterize.normalize.SENSITIVITY_BASES`).
-    """
-    check_basis(sensitivity_basis)
-    if weights.goal not in GOALS:
-        raise InputError(f"unknown goal '{weights.goal}'; known: {', '.join(GOALS)}")
-    if weights.min_rp is not None and not np.isfinite(weights.min_rp):
-        raise InputError(f"--min-rp must be a finite number, got {weights.min_rp}")
-    if weights.max_new_at_risk is not None and weights.max_new_at_risk < 0:
-        raise InputError(f"--max-new-at-risk must be >= 0, got {weights.max_new_at_risk}")
-    if weights.max_new_at_risk is not None and weights.goal == "fair":
-        raise InputError("--max-new-at-risk guards the tco and hosts goals; --goal fair raises the lowest relative performance instead")
-    if max_moves is not None and max_moves < 0:
-        raise InputError(f"--max-moves must be >= 0 or 'unlimited', got {max_moves}")
-    for name, value in (("spread per host", spread_host), ("spread per domain", spread_domain)):
-        if value is not None and value < 1:
-            raise InputError(f"{name} must be at least 1, got {value}")
-    fleet: Fleet = trace.fleet
-    tasks, hosts = trace.tasks, trace.hosts
-    arch_names = fleet.archs.index.to_numpy(dtype=str)
-    host_arch = pd.Index(arch_names).get_indexer(hosts["arch"])
-    host_pos = pd.Index(hosts["host_id"]).get_indexer(tasks["host_id"])
-    current_arch = host_arch[host_pos]
-
-    tput = per_core_throughput(fleet)
-    ref = tput[list(arch_names).index(reference_arch(fleet))]
-    dims = tuple(d for d in trace.dims)
-    limits = task_limits(trace, preset, profiles)
-    demand = np.empty((len(tasks), len(dims)))
-    capacity = np.empty((len(hosts), len(dims)))
-    for j, dim in enumerate(dims):
-        cap = fleet.capacity(dim).to_numpy(dtype=float)
-        if dim == "cpu":
-            demand[:, j] = limits[dim].to_numpy() * tput[current_arch] / ref
-            capacity[:, j] = cap[host_arch] * tput[host_arch] / ref
-        else:
-            demand[:, j] = limits[dim].to_numpy()
-            capacity[:, j] = cap[host_arch]
-    frag_dims = tuple(j for j, d in enumerate(dims) if d in ("cpu", "mem"))
-
-    eligible = np.ones((len(tasks), len(arch_names)), dtype=bool)
-    if "allowed_archs" in tasks.columns:
-        allowed = tasks["allowed_archs"]
-        constrained = allowed.notna().to_numpy()
-        if constrained.any():
-            lists = allowed[constrained].str.split("|")
-            members = pd.DataFrame({"row": np.repeat(np.flatnonzero(constrained), lists.str.len()), "arch": np.concatenate(lists.to_numpy()).astype(str)})
-            members["arch"] = members["arch"].str.strip()
-            mask = np.zeros_like(eligible)
-            mask[members["row"].to_numpy(), pd.Index(arch_names).get_indexer(members["arch"])] = True
-            eligible[constrained] = mask[constrained]
-    # A task larger than an empty host of an architecture can never run there.
-    arch_cap = np.stack([capacity[np.argmax(host_arch == a)] if (host_arch == a).any() else np.zeros(len(dims)) for a in range(len(arch_names))])
-    eligible &= (demand[:, None, :] <= arch_cap[None, :, :] + 1e-9).all(axis=2)
-
-    sens_dims = tuple(preset.sensitivity)
-    sens_demand = np.zeros((len(tasks), len(sens_dims)))
-    sens_capacity = np.zeros((len(hosts), len(sens_dims)))
-    if sens_dims:
-        if sensitivity is None:
-            raise InputError(f"config '{preset.name}' uses sensitivity ({', '.join(sens_dims)}) but no sensitivity scores were given")
-        measured = sensitivity["measured_on"].to_numpy(dtype=object)
-        # The need a score is a fraction of: the task's requested CPU in compute units (module doc of packer.characterize.normalize).
-        need_cu = tasks["cpu_request"].to_numpy(dtype=float) * tput[current_arch]
-        for k, dim in enumerate(sens_dims):
-            use = sensitivity_demand(sensitivity[dim].to_numpy(dtype=float), measured, fleet, dim, sensitivity_basis, need_cu)
-            sens_demand[:, k] = np.nan_to_num(use)
-            cap = sensitivity_capacity(fleet, dim, sensitivity_basis).to_numpy(dtype=float)
-            sens_capacity[:, k] = np.nan_to_num(cap[host_arch], nan=np.inf)
-            # A task that alone would exceed an architecture's sensitivity capacity may not move there.
-            with np.errstate(divide="ignore", invalid="ignore"):
-                alone = sens_demand[:, k][:, None] / cap[None, :]
-            eligible &= ~(np.nan_to_num(alone, nan=0.0) > 1.0 + 1e-9)
-
-    movable = tasks["movable"].to_numpy(dtype=bool)
-    domain = _codes(hosts["domain"]) if "domain" in hosts.columns else np.full(len(hosts), -1)
-    return PlacementProblem(
-        task_ids=tasks["task_id"].to_numpy(dtype=str),
-        host_ids=hosts["host_id"].to_numpy(dtype=str),
-        arch_names=arch_names,
-        dims=dims,
-        demand=demand,
-        capacity=capacity,
-        frag_dims=frag_dims,
-        sens_dims=sens_dims,
-        sens_demand=sens_demand,
-        sens_capacity=sens_capacity,
-        host_arch=host_arch.astype(np.int64),
-        cost=fleet.archs["cost"].to_numpy(dtype=float)[host_arch],
-        eligible=eligible,
-        current=host_pos.astype(np.int64),
-        movable=movable,
-        job=_codes(tasks["job_id"]),
-        job_ids=tasks["job_id"].to_numpy(dtype=str),
-        domain=domain,
-        max_moves=max_moves,
-        spread_host=spread_host,
-        spread_domain=spread_domain,
-        weights=weights,
-        config=preset.name,
-        sens_basis=sensitivity_basis,
-        # The most CPU a task can use: its request (or its limit if larger), in reference cores.
-        goals=task_goals(tasks, tput[current_arch] / ref, np.maximum(demand[:, dims.index("cpu")], tasks["cpu_request"].to_numpy(dtype=float) * tput[current_arch] / ref)),
-    )
+    def with_goal(self, goal) -> "PlacementProblem":
+        """A copy with ``goal`` instead of the goals of its class."""
+        return replace(self, goals=(*(g for g in self.goals if not isinstance(g, type(goal))), goal))

@@ -261,7 +261,7 @@ def rp_loads(problem: "PlacementProblem", assign: np.ndarray) -> np.ndarray:
 
 
 def _goals(problem: "PlacementProblem") -> TaskGoals:
-    return problem.goals if problem.goals is not None else TaskGoals.default(problem.n_tasks)
+    return problem.rp_goals if problem.rp_goals is not None else TaskGoals.default(problem.n_tasks)
 
 
 def relative_performance(problem: "PlacementProblem", assign: np.ndarray, loads: np.ndarray | None = None) -> np.ndarray:

@@ -1,1 +1,1 @@
-"""plan."""
+"""Plans: placement and ordered moves, their summary and context, and the independent verifier."""

@@ -32,6 +32,7 @@ import pandas as pd
 
 from packer.model.metrics import TOLERANCE, host_sensitivity
 from packer.model.problem import PlacementProblem
+from packer.report.markdown import markdown_table
 
 MOVES_CSV = "moves.csv"
 MOVES_MARKDOWN = "moves.md"
@@ -120,8 +121,7 @@ def render_move_list(frame: pd.DataFrame, max_rows: int = MARKDOWN_ROWS) -> str:
     if frame.empty:
         return "\n".join([*lines, "No moves: every task stays on its current host.", ""])
     lines += [f"{len(frame):,} moves, in the order to execute them (step 1 first; a parked task lands on its destination after "
-              "the last step). `what it buys`: see packer/plan/move_list.py. Every move is in moves.csv.", "",
-              "| step | task | job | from host (arch) | to host (arch) | what it buys |", "|---:|---|---|---|---|---|"]
+              "the last step). `what it buys`: see packer/plan/move_list.py. Every move is in moves.csv.", ""]
     shown = frame.head(max_rows)
     cells = pd.DataFrame({
         "step": shown["step"].astype(str),
@@ -130,8 +130,9 @@ def render_move_list(frame: pd.DataFrame, max_rows: int = MARKDOWN_ROWS) -> str:
         "from": shown["from_host"].astype(str) + " (" + shown["from_arch"].astype(str) + ")",
         "to": shown["to_host"].astype(str) + " (" + shown["to_arch"].astype(str) + ")",
         "buys": shown["buys"].astype(str),
-    }).apply(lambda column: column.str.replace("|", "\\|", regex=False))
-    lines += ("| " + cells.agg(" | ".join, axis=1) + " |").tolist()
+    })
+    lines.append(markdown_table(["step", "task", "job", "from host (arch)", "to host (arch)", "what it buys"],
+                                cells.itertuples(index=False), "rlllll"))
     if len(frame) > max_rows:
         lines += ["", f"… and {len(frame) - max_rows:,} more moves in moves.csv."]
     return "\n".join([*lines, ""])

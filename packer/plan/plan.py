@@ -30,7 +30,10 @@ values are written as ``null`` and listed in ``notes``.
 Format ``packer-plan/2`` added ``fragmentation_share`` and ``colocation`` to the
 metrics, the WSL, colocation and move columns of ``by_arch``/``by_type``,
 ``fleet_change`` and ``moves_by_arch``; ``packer-plan/3`` added the context's
-``sensitivity_basis``, ``class_scores`` and ``classes_from``. Plans of earlier formats
+``sensitivity_basis``, ``class_scores`` and ``classes_from``; ``packer-plan/4`` moved the
+context's goal out of ``weights`` and its move budget, spread limits and guards into
+``rules`` (with ``anti_affinity``), and added the ``rules`` and ``goals`` the problem had.
+Plans of earlier formats
 are still read and verified on the keys they have, their sensitivity read as it was
 then (``host`` basis, class scores by their maximum).
 """
@@ -41,8 +44,7 @@ import datetime as _dt
 import json
 import logging
 import math
-from dataclasses import dataclass, field
-from importlib import metadata
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,180 +55,36 @@ import pyarrow.parquet as pq
 
 from packer.io.atomic import atomic_dir, refuse_to_overwrite_input
 from packer.errors import InfeasibleError, InputError, Problem
-from packer.io.fleet import DEFAULT_FLEET, Fleet, load_fleet
+from packer.io.fleet import Fleet
 from packer.model.metrics import evaluate, fleet_breakdown, moves_by_arch, rp_summary, violations, weighted_score_loss
-from packer.plan.move_list import move_list, write_move_list
+from packer.plan.move_list import MOVES_CSV, move_list, write_move_list
 from packer.plan.moves import MOVE_COLUMNS, order_moves
-from packer.characterize.normalize import DEFAULT_SENSITIVITY_BASIS
-from packer.io.presets import DEFAULT_PRESETS
-from packer.model.problem import PlacementProblem, Weights
-from packer.characterize.sensitivity import DEFAULT_CLASS_AGGREGATE
+from packer.model.problem import PlacementProblem
+from packer.plan.context import SUMMARY_FILE, PlanContext, resolve_fleet
+from packer.report.markdown import markdown_table
 from packer.solvers.result import SolveResult
-from packer.io.trace import FLEET_FILE, read_json_object, read_parquet_table
+from packer.io.trace import read_json_object, read_parquet_table
 
 log = logging.getLogger(__name__)
 
 PLACEMENT_FILE = "placement.parquet"
 MOVES_FILE = "moves.parquet"
-SUMMARY_FILE = "summary.json"
 REPORT_FILE = "report.md"
-FORMAT = "packer-plan/3"
+FORMAT = "packer-plan/4"
 #: Earlier formats :mod:`packer.plan.verify` still checks (on the summary keys they have).
-OLDER_FORMATS = ("packer-plan/1", "packer-plan/2")
+OLDER_FORMATS = ("packer-plan/1", "packer-plan/2", "packer-plan/3")
 
 #: Solver statuses that come with a placement; any other status is not written as a plan.
 PLACEMENT_STATUSES = ("optimal", "feasible")
-#: Packages whose versions a plan records.
-VERSIONED_PACKAGES = ("packer", "numpy", "pandas", "pyarrow", "ortools", "pulp")
-
-
-def package_versions() -> dict[str, str | None]:
-    """Installed version of each of :data:`VERSIONED_PACKAGES` (``None`` if not installed)."""
-    out: dict[str, str | None] = {}
-    for name in VERSIONED_PACKAGES:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = None
-    return out
-
-
-@dataclass(frozen=True)
-class PlanContext:
-    """Everything the verifier needs to rebuild the problem from the inputs alone.
-
-    ``trace``: the trace folder. ``fleet``: a catalog path, ``"trace"`` (the trace's
-    own ``fleet.toml``) or ``"default"`` (``models/fleet.toml``). ``config``: preset
-    name in ``presets`` (a presets TOML path). Profiles: ``percentiles`` (0-100),
-    ``window_s`` (seconds), ``skip_invalid_usage``. Characterization (used only when
-    the preset has sensitivity dimensions): ``sensitivity`` table path (``None`` =
-    ``models/sensitivity.csv``), ``k`` (``None`` = elbow), ``kmax``,
-    ``characterize_seed``, ``characterize_percentile``, ``class_scores`` (``mean`` or
-    ``max`` of a class's measured services), ``classes_from`` (reference class centres,
-    ``None`` = fit K-means), ``sensitivity_basis`` (``need`` or ``host``: what a score is
-    a fraction of, :mod:`packer.characterize.normalize`). Constraints: ``max_moves``
-    (``None`` = unlimited), ``spread_host``, ``spread_domain``. ``weights``: goal and
-    weights. Solver: ``solver`` name, ``time_limit_s``, ``seed``. ``versions``:
-    package versions at solve time.
-    """
-
-    trace: str
-    fleet: str = "default"
-    config: str = "p99"
-    presets: str = str(DEFAULT_PRESETS)
-    percentiles: tuple[float, ...] = (99.0,)
-    window_s: int = 60
-    skip_invalid_usage: bool = False
-    sensitivity: str | None = None
-    k: int | None = None
-    kmax: int = 8
-    characterize_seed: int = 0
-    characterize_percentile: float = 99.0
-    class_scores: str = DEFAULT_CLASS_AGGREGATE
-    classes_from: str | None = None
-    sensitivity_basis: str = DEFAULT_SENSITIVITY_BASIS
-    max_moves: int | None = 400
-    spread_host: int | None = None
-    spread_domain: int | None = None
-    weights: Weights = Weights()
-    solver: str = ""
-    time_limit_s: float | None = None
-    seed: int = 0
-    versions: dict[str, str | None] = field(default_factory=package_versions)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form; input paths are made absolute so the plan can be verified from any folder."""
-        out = dataclasses.asdict(self)
-        out["trace"] = str(Path(self.trace).resolve())
-        out["presets"] = str(Path(self.presets).resolve())
-        if self.fleet not in ("trace", "default"):
-            out["fleet"] = str(Path(self.fleet).resolve())
-        for key in ("sensitivity", "classes_from"):
-            if out[key] is not None:
-                out[key] = str(Path(out[key]).resolve())
-        out["percentiles"] = [float(q) for q in self.percentiles]
-        return out
-
-    @classmethod
-    def from_dict(cls, doc: dict[str, Any], source: str = SUMMARY_FILE) -> "PlanContext":
-        """Inverse of :meth:`to_dict`; unknown or missing keys raise :class:`InputError` naming ``source``."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(doc) - names)
-        if unknown:
-            raise InputError([Problem(source, "context", f"unknown key(s) {', '.join(unknown)}", 0)])
-        if "trace" not in doc:
-            raise InputError([Problem(source, "context.trace", "missing", 0)])
-        bad = [f"{key}={value!r}" for key, value in doc.items() if not _has_type(value, _CONTEXT_TYPES[key])]
-        weights = doc.get("weights", {})
-        if isinstance(weights, dict):
-            bad += [f"weights.{key}={value!r}" for key, value in weights.items()
-                    if key != "goal" and not _has_type(value, (int, float, _NONE) if key in ("min_rp", "max_new_at_risk") else (int, float))]
-        if bad:
-            raise InputError([Problem(source, "context", f"value(s) of the wrong type: {', '.join(bad)}", 0)])
-        values = dict(doc)
-        # Plans written before these options existed read sensitivity on the whole host, classes by their maximum.
-        values.setdefault("sensitivity_basis", "host")
-        values.setdefault("class_scores", "max")
-        try:
-            if "weights" in values:
-                values["weights"] = Weights(**values["weights"])
-            if "percentiles" in values:
-                values["percentiles"] = tuple(float(q) for q in values["percentiles"])
-        except (TypeError, ValueError) as exc:
-            raise InputError([Problem(source, "context", f"unreadable: {exc}", 0)]) from None
-        return cls(**values)
-
-
-_NONE = type(None)
-#: JSON types of the context's keys (bool is not accepted where a number is meant).
-_CONTEXT_TYPES: dict[str, tuple[type, ...]] = {
-    "trace": (str,), "fleet": (str,), "config": (str,), "presets": (str,), "solver": (str,), "sensitivity": (str, _NONE),
-    "percentiles": (list,), "window_s": (int,), "skip_invalid_usage": (bool,), "k": (int, _NONE), "kmax": (int,),
-    "characterize_seed": (int,), "characterize_percentile": (int, float), "class_scores": (str,), "classes_from": (str, _NONE),
-    "sensitivity_basis": (str,), "max_moves": (int, _NONE),
-    "spread_host": (int, _NONE), "spread_domain": (int, _NONE), "weights": (dict,), "time_limit_s": (int, float, _NONE),
-    "seed": (int,), "versions": (dict,),
-}
-
-
-def _has_type(value: Any, types: tuple[type, ...]) -> bool:
-    if isinstance(value, bool):
-        return bool in types
-    return isinstance(value, types)
-
-
-def fleet_choice(fleet: str | Path | None, trace: str | Path) -> str:
-    """The context's ``fleet`` for a ``--fleet`` option: the path, else ``"trace"`` or ``"default"`` as read_trace chooses."""
-    if fleet is not None:
-        return str(Path(fleet).resolve())
-    return "trace" if (Path(trace) / FLEET_FILE).exists() else "default"
-
-
-def resolve_fleet(choice: str, trace: str | Path) -> Fleet:
-    """Load the fleet a context names (see :class:`PlanContext`); ``"trace"`` means ``trace``'s own ``fleet.toml``."""
-    if choice == "trace":
-        return load_fleet(Path(trace) / FLEET_FILE)
-    if choice == "default":
-        return load_fleet(DEFAULT_FLEET)
-    return load_fleet(choice)
-
-
 def objective_terms(problem: PlacementProblem, assign: np.ndarray) -> dict[str, float]:
-    """The weighted objective of ``assign`` and its four terms (see :class:`packer.model.problem.Weights`).
+    """The weighted objective of ``assign`` (``total``, :func:`packer.model.metrics.evaluate`'s) and each goal's weighted term.
 
-    ``primary`` is TCO (cost units) or the occupied-host count; the other terms are
-    already multiplied by their weights; ``total`` is :func:`packer.model.metrics.evaluate`'s objective.
+    Terms are keyed by the goal's :attr:`~packer.rules.base.Goal.term` (``primary``: TCO in
+    cost units or the occupied-host count; ``fragmentation``, ``sensitivity``, ``moves``).
     """
-    ev = evaluate(problem, assign)
-    w = problem.weights
-    frag = sum(ev.fragmentation[problem.dims[j]] / s for j, s in zip(problem.frag_dims, problem.frag_scale))
-    return {
-        "total": ev.objective,
-        "primary": ev.tco if w.goal == "tco" else float(ev.hosts),
-        "fragmentation": w.fragmentation * float(frag),
-        "sensitivity": w.sensitivity * float(sum(ev.interference.values())),
-        "moves": w.moves * ev.moves,
-    }
+    out = {"total": evaluate(problem, assign).objective}
+    out.update({goal.term: goal.value(problem, assign) for goal in problem.goals})
+    return out
 
 
 def plan_metrics(problem: PlacementProblem, assign: np.ndarray, archs: pd.DataFrame) -> dict[str, Any]:
@@ -244,6 +102,9 @@ def plan_metrics(problem: PlacementProblem, assign: np.ndarray, archs: pd.DataFr
     moves = moves_by_arch(problem, assign)
     return {
         "objective": objective_terms(problem, assign),
+        "rules": [rule.describe() for rule in problem.rules],
+        "goals": ([{"goal": "fair", "decides": "placement (leximin relative performance)"}] if problem.fair else [])
+                 + [goal.describe() for goal in problem.goals],
         "metrics": {
             "before": dataclasses.asdict(evaluate(problem, problem.current)),
             "after": dataclasses.asdict(evaluate(problem, assign)),
@@ -287,27 +148,61 @@ def json_safe(value: Any, notes: list[str], where: str = "") -> Any:
 
 @dataclass(frozen=True)
 class Plan:
-    """A plan read back by :func:`read_plan`: the two tables, the summary and its context."""
+    """A placement plan: where every task goes, the moves in executable order, and its summary.
 
-    path: Path
+    ``placement``: ``task_id``, ``host_id`` (one row per task, ids of the trace);
+    ``moves``: ``step``, ``task_id``, ``from_host``, ``to_host``, ``via_temporary``,
+    ``temp_host`` in step order; ``summary``: what ``summary.json`` holds (module doc);
+    ``context``: the options that rebuild its problem; ``listing``: the readable move
+    list (``moves.csv``; None for a plan read from a folder without one); ``path``: the
+    folder it was read from or last written to.
+    """
+
     placement: pd.DataFrame
     moves: pd.DataFrame
     summary: dict[str, Any]
     context: PlanContext
+    listing: pd.DataFrame | None = None
+    path: Path | None = None
+
+    @property
+    def status(self) -> str:
+        """``optimal`` or ``feasible`` (see ``summary["gap"]`` and ``summary["bound"]``)."""
+        return self.summary["status"]
+
+    @property
+    def objective(self) -> float:
+        """The plan's weighted objective (objective units: cost units of the primary goal)."""
+        return self.summary["objective"]["total"]
+
+    def write(self, out: str | Path) -> "Plan":
+        """Write the plan folder ``out`` atomically (an interrupted write leaves the previous folder or nothing); returns the plan with its path.
+
+        Refuses to write into the trace the plan was made from.
+        """
+        out = Path(out)
+        refuse_to_overwrite_input(out, self.context.trace)
+        with atomic_dir(out) as tmp:
+            pq.write_table(pa.Table.from_pandas(self.placement, preserve_index=False), tmp / PLACEMENT_FILE)
+            pq.write_table(pa.Table.from_pandas(self.moves, preserve_index=False, schema=_moves_schema()), tmp / MOVES_FILE)
+            (tmp / SUMMARY_FILE).write_text(json.dumps(self.summary, indent=2, allow_nan=False, default=str) + "\n")
+            (tmp / REPORT_FILE).write_text(render_report(self.summary))
+            if self.listing is not None:
+                write_move_list(tmp, self.listing)
+        log.info("plan written to %s: %d moves", out, len(self.moves))
+        return dataclasses.replace(self, path=out)
 
 
-def write_plan(out: str | Path, problem: PlacementProblem, result: SolveResult, context: PlanContext, *, fleet: Fleet | None = None) -> Path:
-    """Write the plan folder for ``result`` atomically; returns ``out``.
+def make_plan(problem: PlacementProblem, result: SolveResult, context: PlanContext, *, fleet: Fleet | None = None) -> Plan:
+    """The plan of ``result`` on ``problem``, with its summary (:func:`plan_metrics` and the solve's status, bound, runtime).
 
     Refuses what is not a placement: a result whose status is not one of
-    :data:`PLACEMENT_STATUSES` (``"infeasible"`` raises
-    :class:`InfeasibleError` naming ``result.infeasible_tasks``; anything else
-    ``ValueError``), and a placement that breaks a rule of
-    :func:`packer.model.metrics.violations` (``ValueError``: a solver bug, never written).
-    ``fleet`` gives the umbrella types and scores for ``by_type`` and WSL; by default it is loaded as
-    ``context.fleet`` says.
+    :data:`PLACEMENT_STATUSES` (``"infeasible"`` raises :class:`InfeasibleError` naming
+    ``result.infeasible_tasks``; anything else ``ValueError``), and a placement that
+    breaks a rule of :func:`packer.model.metrics.violations` (``ValueError``: a solver
+    bug, never written). ``fleet`` gives the umbrella types and scores for ``by_type``
+    and WSL; by default it is loaded as ``context.fleet`` says.
     """
-    out = Path(out)
     status = str(result.status).lower()
     if status == "infeasible":
         raise InfeasibleError("no valid placement exists; no plan written", tasks=list(result.infeasible_tasks or []))
@@ -317,9 +212,7 @@ def write_plan(out: str | Path, problem: PlacementProblem, result: SolveResult, 
     broken = violations(problem, assign)
     if broken:
         raise ValueError("refusing to write an invalid placement: " + "; ".join(broken))
-    refuse_to_overwrite_input(out, context.trace)
     fleet = fleet or resolve_fleet(context.fleet, context.trace)
-
     schedule = order_moves(problem, assign)
     derived = plan_metrics(problem, assign, fleet.archs)
     bound = None if result.bound is None else float(result.bound)
@@ -345,14 +238,13 @@ def write_plan(out: str | Path, problem: PlacementProblem, result: SolveResult, 
     summary = json_safe(summary, notes)
     summary["notes"] = notes
     placement = pd.DataFrame({"task_id": problem.task_ids.astype(object), "host_id": problem.host_ids[assign].astype(object)})
-    with atomic_dir(out) as tmp:
-        pq.write_table(pa.Table.from_pandas(placement, preserve_index=False), tmp / PLACEMENT_FILE)
-        pq.write_table(pa.Table.from_pandas(schedule.table, preserve_index=False, schema=_moves_schema()), tmp / MOVES_FILE)
-        (tmp / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, allow_nan=False, default=str) + "\n")
-        (tmp / REPORT_FILE).write_text(render_report(summary))
-        write_move_list(tmp, move_list(problem, assign, schedule.table))
-    log.info("plan written to %s: %d moves (%d temporary)", out, len(schedule), schedule.n_temporary)
-    return out
+    return Plan(placement=placement, moves=schedule.table, summary=summary, context=context,
+                listing=move_list(problem, assign, schedule.table))
+
+
+def write_plan(out: str | Path, problem: PlacementProblem, result: SolveResult, context: PlanContext, *, fleet: Fleet | None = None) -> Path:
+    """:func:`make_plan` then :meth:`Plan.write` into ``out``; returns ``out``."""
+    return make_plan(problem, result, context, fleet=fleet).write(out).path
 
 
 def _moves_schema() -> pa.Schema:
@@ -376,17 +268,39 @@ def _rp_report(rp: dict[str, Any] | None) -> list[str]:
     """Report lines for the relative-performance distributions (overall, per class and per architecture)."""
     if not rp:
         return []
-    lines = ["", "Relative performance (0 = at goal; see packer.model.rpf):", "",
-             "| tasks | min before | min after | p5 before | p5 after | median before | median after | below 0 before | below 0 after |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    rows = [("all", rp["before"]["all"], rp["after"]["all"])]
+    groups = [("all", rp["before"]["all"], rp["after"]["all"])]
     for key, label in (("by_class", "class"), ("by_arch", "arch")):
-        rows += [(f"{label} {g}", b, rp["after"][key].get(g)) for g, b in rp["before"].get(key, {}).items()]
-        rows += [(f"{label} {g}", None, a) for g, a in rp["after"].get(key, {}).items() if g not in rp["before"].get(key, {})]
-    for name, b, a in rows:
-        b, a = b or {}, a or {}
-        lines.append(f"| {name} | " + " | ".join(f"{_fmt(b.get(k))} | {_fmt(a.get(k))}" for k in ("min", "p5", "median", "below_zero")) + " |")
-    return lines
+        groups += [(f"{label} {g}", b, rp["after"][key].get(g)) for g, b in rp["before"].get(key, {}).items()]
+        groups += [(f"{label} {g}", None, a) for g, a in rp["after"].get(key, {}).items() if g not in rp["before"].get(key, {})]
+    stats = {"min": "min", "p5": "p5", "median": "median", "below_zero": "below 0"}
+    columns = ["tasks", *(f"{label} {when}" for label in stats.values() for when in ("before", "after"))]
+    rows = [[name, *(side.get(k) for k in stats for side in (b or {}, a or {}))] for name, b, a in groups]
+    return ["", "Relative performance (0 = at goal; see packer.model.rpf):", "", markdown_table(columns, rows, "l" + "r" * 8, _fmt)]
+
+
+def _describe(plugin: dict[str, Any]) -> str:
+    """``spread (scope host, limit 2)`` or ``anti-affinity (pairs A & B, C & C)`` from a rule's or goal's summary description."""
+    def text(value: Any) -> str:
+        if isinstance(value, list):
+            return ", ".join(" & ".join(map(str, v)) if isinstance(v, list) else str(v) for v in value)
+        return str(value)
+
+    name = plugin.get("rule") or plugin.get("goal")
+    params = ", ".join(f"{k.replace('_', ' ')} {text(v)}" for k, v in plugin.items() if k not in ("rule", "goal"))
+    return f"{name} ({params})" if params else str(name)
+
+
+def _metric_rows(before: dict[str, Any], after: dict[str, Any]) -> list[list[Any]]:
+    """The before/after rows of the report's metric table (``summary["metrics"]``)."""
+    dims = list(after["fragmentation"])
+    rows = [["occupied hosts", before["hosts"], after["hosts"]], ["TCO (cost units)", before["tco"], after["tco"]]]
+    rows += [[f"fragmentation {d}", before["fragmentation"][d], after["fragmentation"][d]] for d in dims]
+    rows += [[f"fragmentation {d}, share of occupied capacity", _share(before.get("fragmentation_share", {}).get(d)),
+              _share(after.get("fragmentation_share", {}).get(d))] for d in dims]
+    rows += [["colocation factor (tasks per occupied host)", before.get("colocation"), after.get("colocation")]]
+    rows += [[f"interference {d}", before["interference"][d], after["interference"][d]] for d in after["interference"]]
+    rows += [["tasks at risk", before["tasks_at_risk"], after["tasks_at_risk"]]]
+    return rows
 
 
 def render_report(summary: dict[str, Any]) -> str:
@@ -395,26 +309,20 @@ def render_report(summary: dict[str, Any]) -> str:
     lines = [
         f"# Plan for {Path(ctx['trace']).name}",
         "",
-        f"- config **{ctx['config']}**, goal **{ctx['weights']['goal']}**, solver **{summary['solver']['name']}** "
+        f"- config **{ctx['config']}**, goal **{ctx['goal']}**, solver **{summary['solver']['name']}** "
         f"(status {summary['status']}, {_fmt(summary['runtime_s'])} s)",
         f"- objective {_fmt(summary['objective']['total'])}, bound {_fmt(summary['bound'])}, gap {_fmt(summary['gap'])}",
-        f"- moves: {summary['moves']['count']:,} (budget {_fmt(ctx['max_moves']) if ctx['max_moves'] is not None else 'unlimited'}), "
+        f"- moves: {summary['moves']['count']:,} (budget {_fmt(ctx['rules']['max_moves']) if ctx['rules']['max_moves'] is not None else 'unlimited'}), "
         f"{summary['moves']['temporary']:,} through a temporary host",
+        "- rules: " + "; ".join(_describe(r) for r in summary.get("rules", [])),
+        "- goals: " + "; ".join(_describe(g) for g in summary.get("goals", [])),
         "",
-        "| metric | before | after |",
-        "|---|---:|---:|",
-        f"| occupied hosts | {_fmt(before['hosts'])} | {_fmt(after['hosts'])} |",
-        f"| TCO (cost units) | {_fmt(before['tco'])} | {_fmt(after['tco'])} |",
+        markdown_table(["metric", "before", "after"], _metric_rows(before, after), "lrr", _fmt),
+        "",
+        markdown_table(["type", "hosts before", "hosts after", "freed", "newly occupied", "TCO before", "TCO after", "WSL"],
+                       [[t, r["hosts_before"], r["hosts_after"], r.get("freed"), r.get("newly_occupied"), r["tco_before"], r["tco_after"],
+                         r.get("wsl")] for t, r in summary["by_type"].items()], "l" + "r" * 7, _fmt),
     ]
-    lines += [f"| fragmentation {d} | {_fmt(before['fragmentation'][d])} | {_fmt(after['fragmentation'][d])} |" for d in after["fragmentation"]]
-    lines += [f"| fragmentation {d}, share of occupied capacity | {_share(before.get('fragmentation_share', {}).get(d))} | "
-              f"{_share(after.get('fragmentation_share', {}).get(d))} |" for d in after["fragmentation"]]
-    lines += [f"| colocation factor (tasks per occupied host) | {_fmt(before.get('colocation'))} | {_fmt(after.get('colocation'))} |"]
-    lines += [f"| interference {d} | {_fmt(before['interference'][d])} | {_fmt(after['interference'][d])} |" for d in after["interference"]]
-    lines += [f"| tasks at risk | {_fmt(before['tasks_at_risk'])} | {_fmt(after['tasks_at_risk'])} |", ""]
-    lines += ["| type | hosts before | hosts after | freed | newly occupied | TCO before | TCO after | WSL |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    lines += [f"| {t} | {_fmt(r['hosts_before'])} | {_fmt(r['hosts_after'])} | {_fmt(r.get('freed'))} | {_fmt(r.get('newly_occupied'))} | "
-              f"{_fmt(r['tco_before'])} | {_fmt(r['tco_after'])} | {_fmt(r.get('wsl'))} |" for t, r in summary["by_type"].items()]
     lines += _rp_report(summary.get("relative_performance"))
     if summary.get("notes"):
         lines += ["", "Notes:", *[f"- {n}" for n in summary["notes"]]]
@@ -434,4 +342,6 @@ def read_plan(path: str | Path) -> Plan:
     summary = read_json_object(summary_file)
     if not isinstance(summary.get("context"), dict):
         raise InputError([Problem(str(summary_file), "context", "missing: not a packer plan summary", 0)])
-    return Plan(path=path, placement=placement, moves=moves, summary=summary, context=PlanContext.from_dict(summary["context"], str(summary_file)))
+    listing = pd.read_csv(path / MOVES_CSV) if (path / MOVES_CSV).exists() else None
+    return Plan(placement=placement, moves=moves, summary=summary, context=PlanContext.from_dict(summary["context"], str(summary_file)),
+                listing=listing, path=path)

@@ -1,14 +1,14 @@
-"""An independent check of a plan folder against its trace: is the plan valid, and is its summary true?
+"""An independent check of a plan against its trace: is the plan valid, and is its summary true?
 
-:func:`verify_plan` uses nothing a solver computed except the plan's own files: it
-re-reads the trace, recomputes the profiles (and, for a sensitivity config, the
-characterization) with the options recorded in ``summary.json``'s ``context``,
-rebuilds the :class:`~packer.model.problem.PlacementProblem` with
-:func:`packer.model.problem.build_problem`, and checks
+:func:`verify_plan` uses nothing a solver computed except the plan's own tables and
+summary: it re-reads the trace, recomputes the profiles (and, for a sensitivity
+config, the characterization) with the options recorded in ``summary.json``'s
+``context``, rebuilds the :class:`~packer.model.problem.PlacementProblem` with
+:func:`packer.plan.context.problem_from_context` (its rules and goals included), and checks
 
 1. ``placement``: every task of the trace is placed exactly once, on a host of the trace;
-2. ``rules``: :func:`packer.model.metrics.violations` (capacities, eligibility, pins, spread, move budget,
-   and the ``min_rp`` relative-performance guard);
+2. ``rules``: :func:`packer.model.metrics.violations` (every rule of the problem: capacity,
+   eligibility, pins, move budget, spread, guards, anti-affinity, ...);
 3. ``moves``: the move list is exactly the tasks whose host changed, with ``from_host``
    their current host and ``to_host`` their host in the placement;
 4. ``move order``: the steps replay without exceeding any capacity (:func:`packer.plan.moves.check_move_order`);
@@ -36,9 +36,10 @@ import pandas as pd
 
 from packer.model.metrics import violations
 from packer.plan.moves import check_move_order
-from packer.plan.plan import OLDER_FORMATS, PlanContext, plan_metrics, read_plan, relative_gap, resolve_fleet
+from packer.plan.plan import OLDER_FORMATS, Plan, plan_metrics, read_plan, relative_gap
+from packer.plan.context import PlanContext, problem_from_context, resolve_fleet
 from packer.io.presets import Preset, get_preset
-from packer.model.problem import PlacementProblem, build_problem
+from packer.model.problem import PlacementProblem
 from packer.io.trace import Trace, read_trace
 
 log = logging.getLogger(__name__)
@@ -93,8 +94,6 @@ def _examples(values) -> str:
 
 def rebuild_problem(trace: Trace, preset: Preset, context: PlanContext) -> PlacementProblem:
     """The problem a plan was solved on, from the trace and the plan's recorded options alone."""
-    from packer.solvers.run import problem_from_context
-
     return problem_from_context(trace, preset, context)
 
 
@@ -198,14 +197,15 @@ def keys_claimed(expected: Any, claimed: Any) -> Any:
     return {key: keys_claimed(value, claimed[key]) for key, value in expected.items() if key in claimed}
 
 
-def verify_plan(trace_path: str | Path, plan_path: str | Path) -> VerifyReport:
-    """Verify the plan folder ``plan_path`` against the trace folder ``trace_path`` (see the module doc).
+def verify_plan(trace_path: str | Path, plan: str | Path | Plan) -> VerifyReport:
+    """Verify a plan (a plan folder, or a :class:`~packer.plan.plan.Plan` in memory) against the trace folder ``trace_path`` (module doc).
 
     Raises :class:`~packer.errors.InputError` when the trace, the plan or a recorded
     input (fleet, presets, sensitivity table) cannot be read; every other finding is
     a failed :class:`Check` in the report.
     """
-    plan = read_plan(plan_path)
+    if not isinstance(plan, Plan):
+        plan = read_plan(plan)
     context = plan.context
     report = VerifyReport()
     if Path(context.trace).resolve() != Path(trace_path).resolve():
@@ -224,7 +224,8 @@ def verify_plan(trace_path: str | Path, plan_path: str | Path) -> VerifyReport:
         report.checks.append(Check("moves", False, unusable))
     else:
         broken = violations(problem, assign)
-        report.checks.append(Check("rules", not broken, tuple(broken) or ("capacities, eligibility, pins, spread and move budget hold",)))
+        held = ", ".join(rule.name for rule in problem.rules)
+        report.checks.append(Check("rules", not broken, tuple(broken) or (f"every rule holds: {held}",)))
         report.checks.append(check_move_list(problem, assign, plan.moves))
 
     order_problems = check_move_order(problem, plan.moves)

@@ -1,1 +1,1 @@
-"""report."""
+"""Reports and TCO-vs-SLO sweeps."""

@@ -53,10 +53,15 @@ from matplotlib.patches import Patch
 
 from packer.io.atomic import atomic_dir
 from packer.errors import InputError, Problem
+from packer.plan.context import PlanContext
 from packer.plan.plan import FORMAT as PLAN_FORMAT
 from packer.plan.plan import SUMMARY_FILE
+from packer.report.markdown import markdown_table
 from packer.report.sweep import BASELINE, OPTIMIZER, SWEEP_FILE, Sweep, read_sweep, weight_label
 from packer.io.trace import read_json_object
+
+#: Plan formats a report reads: today's, and packer-plan/3, whose summary has every key the report shows.
+REPORTABLE_FORMATS = (PLAN_FORMAT, "packer-plan/3")
 
 REPORT_DIR = "report"
 HTML_FILE = "report.html"
@@ -83,7 +88,7 @@ SPARE_COLOURS = ("#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d
 #: How the recommended point is drawn in the per-architecture figures (on top of its colour).
 HIGHLIGHT = {"hatch": "//", "edgecolor": "black", "linewidth": 1.5}
 
-#: Score sources of ``sweep.json``'s ``score_sources`` (:mod:`packer.characterize.sensitivity`), in order, with what each means.
+#: Score sources of ``sweep.json``'s ``score_sources`` (:mod:`packer.characterization.sensitivity`), in order, with what each means.
 SCORE_SOURCES = {
     "service": "its service has measured scores (a row of the sensitivity table)",
     "class": "its workload class's scores (a class row of the table, or the class's measured services)",
@@ -236,7 +241,7 @@ def risk_definition(basis: str | None, measured: bool, unmeasured: str = "the sw
     if not measured:
         return f"Tasks at risk are not measured: {unmeasured}, so every tasks-at-risk count in this report is 0 and means nothing."
     meaning = {"need": "a score is a fraction of the task's own requested need", "host": "a score is a fraction of the whole host"}
-    how = (f"on the `{basis}` basis ({meaning.get(basis, 'see packer.characterize.normalize')})" if basis
+    how = (f"on the `{basis}` basis ({meaning.get(basis, 'see packer.characterization.normalize')})" if basis
            else "on a sensitivity basis this input does not record (written before packer recorded it)")
     return (f"Tasks at risk: tasks on hosts whose summed sensitivity exceeds 1 in some dimension (the colocation paper's count beside "
             f"Eq. 4), {how}.")
@@ -760,7 +765,7 @@ def paper_comparison(table: pd.DataFrame, meta: dict[str, Any], summaries: dict[
     rows = _table_iv_rows(table)
     if any(c not in rows for c in ("baseline", "p99", SENS_CONFIG)):
         return None
-    budget = meta["options"]["max_moves"]
+    budget = meta["options"]["rules"]["max_moves"]
     basis = _sweep_basis(meta)
     records = []
     for change in PAPER_CHANGES:
@@ -802,13 +807,14 @@ def _why(change: PaperChange, meta: dict[str, Any], rows: dict[str, pd.Series], 
 
 def _paper_section(comparison: pd.DataFrame, meta: dict[str, Any]) -> Section:
     count = ("hosts", "tasks at risk")
+    budget = meta["options"]["rules"]["max_moves"]
     rows = [[r["metric"], r["comparison"], fmt_change(r["paper"]), r["quote"], fmt_change(r["measured"]),
              " vs ".join((fmt_count if r["unit"].startswith(count) else fmt_number)(v) for v in (r["value"], r["reference_value"])) + f" {r['unit']}",
              "-" if r["same_direction"] is None else ("yes" if r["same_direction"] else "no"), r["why"]] for _, r in comparison.iterrows()]
     sens = comparison.loc[comparison["config"] == SENS_CONFIG, "subject"].iloc[0]
     text = [f"Paper: the colocation paper's Section V-C (400 moves; ~37,000 tasks, ~18,000 hosts), every change against its Baseline "
             f"configuration. Measured: this sweep ({meta['n_tasks']:,} tasks, {meta['n_hosts']:,} hosts, move budget "
-            f"{'unlimited' if meta['options']['max_moves'] is None else format(meta['options']['max_moves'], ',')}), each change "
+            f"{'unlimited' if budget is None else format(budget, ',')}), each change "
             "(configuration − Baseline) / Baseline on the sweep table (per-type TCO from the plans' by_type), from the two numbers shown.",
             f"P99 Sens is `{sens}`: the paper reports what P99 Sens achieves \"up to\", so its point is the P99 Sens point (any weight; not "
             "the no-new-risk point, which is no Table IV configuration) with the fewest tasks at risk, ties broken by lower TCO.",
@@ -830,7 +836,8 @@ def sweep_sections(sweep: Sweep) -> list[Section]:
     """The sections of a sweep report (see the module doc)."""
     table, meta = sweep.table, sweep.meta
     options = meta["options"]
-    budget = "unlimited" if options["max_moves"] is None else f"{options['max_moves']:,}"
+    limit = options["rules"]["max_moves"]
+    budget = "unlimited" if limit is None else f"{limit:,}"
     timings = meta.get("timings", {})
     intro = [
         f"Trace `{meta['trace']}`: {meta['n_tasks']:,} tasks on {meta['n_hosts']:,} hosts. Move budget {budget} per solve, "
@@ -883,11 +890,15 @@ def sweep_sections(sweep: Sweep) -> list[Section]:
 
 def plan_sections(summary: dict[str, Any]) -> list[Section]:
     """The sections of a single plan's report, all from its ``summary.json``."""
-    if summary.get("format") != PLAN_FORMAT:
-        raise InputError(f"plan summary format {summary.get('format')!r}: reports need {PLAN_FORMAT} (re-solve the plan)")
-    ctx, before, after = summary["context"], summary["metrics"]["before"], summary["metrics"]["after"]
-    budget = "unlimited" if ctx["max_moves"] is None else f"{ctx['max_moves']:,}"
-    intro = [f"Trace `{ctx['trace']}`; configuration `{ctx['config']}`, goal {ctx['weights']['goal']}, sensitivity weight "
+    if summary.get("format") not in REPORTABLE_FORMATS:
+        raise InputError(f"plan summary format {summary.get('format')!r}: reports need {' or '.join(REPORTABLE_FORMATS)} (re-solve the plan)")
+    # Read through PlanContext, which brings a packer-plan/3 context (budget at the top, goal among the weights) to today's keys.
+    ctx = PlanContext.from_dict(summary["context"]).to_dict()
+    before, after = summary["metrics"]["before"], summary["metrics"]["after"]
+    limit = ctx["rules"]["max_moves"]
+    budget = "unlimited" if limit is None else f"{limit:,}"
+    goal = ctx["goal"]
+    intro = [f"Trace `{ctx['trace']}`; configuration `{ctx['config']}`, goal {goal}, sensitivity weight "
              f"{weight_label(ctx['weights']['sensitivity'])}, solver `{summary['solver']['name']}` ({summary['status']}, {fmt_number(summary['runtime_s'])} s), "
              f"{summary['moves']['count']:,} moves (budget {budget}). Objective {fmt_number(summary['objective']['total'])}, "
              f"bound {fmt_number(summary['bound'])}, gap {fmt_share(summary['gap'])}.",
@@ -996,16 +1007,8 @@ def render_markdown(title: str, sections: list[Section]) -> str:
             name, _, alt = section.figure
             lines += [f"![{alt}]({name})", ""]
         for table in section.tables:
-            lines += [f"**{table.caption}**", ""]
-            lines.append("| " + " | ".join(_md_cell(h) for h in table.headers) + " |")
-            lines.append("|" + "|".join("---" for _ in table.headers) + "|")
-            lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in table.rows]
-            lines.append("")
+            lines += [f"**{table.caption}**", "", markdown_table(table.headers, table.rows), ""]
     return "\n".join(lines)
-
-
-def _md_cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 _CSS = """body{font-family:sans-serif;max-width:1200px;margin:2em auto;color:#222}

@@ -22,7 +22,7 @@ time limit per solve:
   interference; this point answers the count the paper reports beside it.
 
 The trace is profiled once and characterized once; every problem is built from those
-(:func:`packer.solvers.run.problem_from_context` with precomputed profiles and
+(:func:`packer.plan.context.problem_from_context` with precomputed profiles and
 characterization), and the weight ladder reuses one built problem.
 
 **The yardstick.** Hosts, TCO, WSL, colocation and moves do not depend on the
@@ -76,17 +76,21 @@ from packer.io.atomic import atomic_dir, refuse_to_overwrite_input
 from packer.solvers.baselines import BASELINES
 from packer.errors import InputError, Problem
 from packer.model.metrics import evaluate, rp_distribution, weighted_score_loss
-from packer.characterize.normalize import DEFAULT_SENSITIVITY_BASIS
-from packer.plan.plan import PLACEMENT_STATUSES, SUMMARY_FILE, PlanContext, fleet_choice, json_safe, package_versions, write_plan
+from packer.characterization.normalize import DEFAULT_SENSITIVITY_BASIS
+from packer.plan.plan import PLACEMENT_STATUSES, SUMMARY_FILE, json_safe, write_plan
+from packer.plan.context import PlanContext, fleet_choice, package_versions
 from packer.io.presets import DEFAULT_PRESETS, Preset, load_presets
-from packer.model.problem import GOALS, PlacementProblem, Weights
+from packer.model.build import GOALS, GoalWeights, RuleOptions, make_goals, make_rules
+from packer.model.problem import PlacementProblem
 from packer.model.rpf import relative_performance
-from packer.characterize.sensitivity import DEFAULT_CLASS_AGGREGATE
+from packer.characterization.sensitivity import DEFAULT_CLASS_AGGREGATE
 from packer.io.trace import Trace, read_json_object, read_parquet_table, read_trace
 
 log = logging.getLogger(__name__)
 
-SWEEP_FORMAT = "packer-sweep/1"
+SWEEP_FORMAT = "packer-sweep/2"
+#: Earlier formats read_sweep still reads: /1 kept the move budget in ``options["max_moves"]``, not ``options["rules"]``.
+_OLDER_FORMATS = ("packer-sweep/1",)
 SWEEP_FILE = "sweep.json"
 TABLE_FILE = "sweep.parquet"
 CSV_FILE = "sweep.csv"
@@ -117,18 +121,20 @@ class SweepOptions:
     ``configs``: preset names (Table IV's by default); ``weights``: the ladder of
     sensitivity weights; ``baselines``: baseline solver names (``baseline-*``);
     ``baseline_config``: the configuration the baselines run on (falls back to
-    ``baseline`` on a requests-only trace); ``max_moves``: the move budget of every
-    solve (``None`` = unlimited); ``time_limit_s``: seconds per optimizer solve
+    ``baseline`` on a requests-only trace); ``rules``: the move budget, spread limits,
+    guards and anti-affinity of every solve (the tasks-at-risk guard binds on the
+    configurations with sensitivity, and the ``no-new-risk`` points tighten it to 0);
+    ``time_limit_s``: seconds per optimizer solve
     (baselines ignore it); ``solver``: the optimizer (a :data:`packer.solvers.run.SOLVERS`
     name that is not a baseline); ``goal``: ``tco`` or ``hosts``; the other fields
-    as in :class:`packer.plan.plan.PlanContext`.
+    as in :class:`packer.plan.context.PlanContext`.
     """
 
     configs: tuple[str, ...] = TABLE_IV_CONFIGS
     weights: tuple[float, ...] = DEFAULT_WEIGHTS
     baselines: tuple[str, ...] = tuple(BASELINES)
     baseline_config: str = YARDSTICK_CONFIG
-    max_moves: int | None = 400
+    rules: RuleOptions = RuleOptions()
     time_limit_s: float = 60.0
     solver: str = "auto"
     seed: int = 0
@@ -150,7 +156,7 @@ class SweepPoint:
     ``weight``: the sensitivity weight its problem uses, ``None`` when the
     configuration has no sensitivity dimensions (the weight does not enter);
     ``covers``: the ladder weights this solve stands for; ``max_new_at_risk``: the
-    guard of :class:`packer.model.problem.Weights` (``None``: none).
+    guard of :class:`packer.model.build.RuleOptions` (``None``: none).
     """
 
     name: str
@@ -204,6 +210,11 @@ def plan_points(options: SweepOptions, presets: dict[str, Preset], has_usage: bo
         raise InputError(f"--solver is the optimizer; '{options.solver}' is a baseline (baselines run anyway)")
     if options.goal not in GOALS or options.goal == "fair":
         raise InputError(f"a sweep trades TCO against SLO risk: --goal must be tco or hosts, got '{options.goal}'")
+    # The rules the baseline policies cannot keep, as the rules declare (anti-affinity, which they keep, needs the trace's services).
+    unhonoured = [rule.name for rule in make_rules(dataclasses.replace(options.rules, anti_affinity=())) if "baselines" not in rule.strategies]
+    if options.baselines and unhonoured:
+        raise InputError(f"the baseline policies do not honour the {' or the '.join(unhonoured)}; run the sweep with --no-baselines "
+                         "or without those rules")
     if options.refine < 0:
         raise InputError(f"--refine must be >= 0, got {options.refine}")
     bad_weights = [w for w in options.weights if not (math.isfinite(w) and w >= 0)]
@@ -355,13 +366,14 @@ class _Problems:
         self.trace, self.options, self.presets = trace, options, presets
         self.base_context = PlanContext(
             trace=str(trace_path), fleet=fleet_choice(options.fleet, trace_path), presets=options.presets, sensitivity=options.sensitivity,
-            max_moves=options.max_moves, time_limit_s=options.time_limit_s, seed=options.seed, weights=Weights(goal=options.goal),
+            rules=options.rules, time_limit_s=options.time_limit_s, seed=options.seed, goal=options.goal,
             sensitivity_basis=options.sensitivity_basis, class_scores=options.class_scores, classes_from=options.classes_from,
         )
+        self.services = trace.tasks["service"].to_numpy(dtype=object)
         self.timings: dict[str, float] = {}
         self.profiles = self.characterization = None
         if trace.usage_path is not None:
-            from packer.characterize.profile import profile_tasks
+            from packer.characterization.profile import profile_tasks
 
             start = time.perf_counter()
             ctx = self.base_context
@@ -370,23 +382,28 @@ class _Problems:
         self._built: dict[str, PlacementProblem] = {}
 
     def context(self, point: SweepPoint) -> PlanContext:
-        weight = Weights().sensitivity if point.weight is None else point.weight
-        return dataclasses.replace(self.base_context, config=point.config, solver=point.solver,
-                                   weights=Weights(goal=self.options.goal, sensitivity=weight, max_new_at_risk=point.max_new_at_risk))
+        weight = GoalWeights().sensitivity if point.weight is None else point.weight
+        base = self.base_context
+        # The user's tasks-at-risk guard binds where there is sensitivity to count risk with; a no-new-risk point tightens it.
+        guard = point.max_new_at_risk
+        if guard is None and self.presets[point.config].sensitivity:
+            guard = base.rules.max_new_at_risk
+        return dataclasses.replace(base, config=point.config, solver=point.solver, weights=GoalWeights(sensitivity=weight),
+                                   rules=dataclasses.replace(base.rules, max_new_at_risk=guard))
 
     def problem(self, point: SweepPoint) -> PlacementProblem:
-        """The point's problem: its configuration's (built once) with the point's weights."""
+        """The point's problem: its configuration's (built once) with the point's goals and rules."""
         context = self.context(point)
         if point.config not in self._built:
             preset = self.presets[point.config]
             if preset.sensitivity and self.characterization is None:
                 self._characterize()
             start = time.perf_counter()
-            from packer.solvers.run import problem_from_context
+            from packer.plan.context import problem_from_context
 
             self._built[point.config] = problem_from_context(self.trace, preset, context, self.profiles, characterization=self.characterization)
             self.timings["build_s"] = self.timings.get("build_s", 0.0) + time.perf_counter() - start
-        return self._built[point.config].with_(weights=context.weights)
+        return self._built[point.config].with_(goals=make_goals(context.goal, context.weights), rules=make_rules(context.rules, self.services))
 
     def score_sources(self) -> dict[str, int]:
         """Tasks per sensitivity score source (``service``, ``class``, ``nearest-class``, ``none``); empty without a characterization."""
@@ -396,7 +413,7 @@ class _Problems:
         return {name: int(counts.get(name, 0)) for name in ("service", "class", "nearest-class", "none")}
 
     def _characterize(self) -> None:
-        from packer.solvers.run import characterize_from_context
+        from packer.plan.context import characterize_from_context
 
         start = time.perf_counter()
         self.characterization = characterize_from_context(self.trace, self.profiles, self.base_context)
@@ -594,6 +611,10 @@ def read_sweep(path: str | Path) -> Sweep:
     if not table_file.exists():
         raise InputError([Problem(str(table_file), "", incomplete, 0)])
     meta = read_json_object(meta_file, incomplete)
+    if meta.get("format") in _OLDER_FORMATS and isinstance(meta.get("options"), dict):
+        options = dict(meta["options"])
+        rules = dataclasses.asdict(RuleOptions(max_moves=options.pop("max_moves", RuleOptions().max_moves)))
+        meta = {**meta, "format": SWEEP_FORMAT, "options": {**options, "rules": rules}}
     if meta.get("format") != SWEEP_FORMAT:
         raise InputError([Problem(str(meta_file), "format", f"expected {SWEEP_FORMAT}, got {meta.get('format')}", 0)])
     table = read_parquet_table(table_file, TABLE_COLUMNS)

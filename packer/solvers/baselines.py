@@ -1,18 +1,23 @@
 """Baseline placement policies, for comparison with the optimizer. None of them is packer's answer.
 
 Every baseline sees the same :class:`~packer.model.problem.PlacementProblem` as the
-optimizer (demands, capacities, eligibility, pins, spread limits, move budget) and
-returns a :class:`~packer.solvers.result.SolveResult` whose placement passes
-:func:`packer.model.metrics.violations`. They share one procedure (:func:`_repack`):
+optimizer (demands, capacities, its rules and move budget) and returns a
+:class:`~packer.solvers.result.SolveResult` whose placement passes
+:func:`packer.model.metrics.violations`. They honour every rule whose strategies
+include ``"baselines"`` (not the relative-performance nor the tasks-at-risk guard:
+:func:`packer.solvers.run.check_support` refuses those). They share one procedure
+(:func:`_repack`) on a :class:`~packer.model.state.PlacementState`:
 
 1. **Select.** The policy picks which movable tasks to re-place, in its own order, at
    most ``max_moves`` of them (every movable task when the budget is unlimited).
    Selected tasks are lifted off their hosts; everything else stays.
 2. **Place.** One selected task at a time, the policy picks a host among the
-   *feasible* ones: the task's current host (staying is not a move) or a host of an
-   eligible architecture that is not over capacity in the current placement, where
-   the task fits in every dimension and no spread limit breaks. Each selected task
-   moves at most once, so the budget holds.
+   *feasible* ones, those every rule admits
+   (:meth:`~packer.model.state.PlacementState.feasible`): the task's current host
+   (staying is not a move) or a host of an eligible architecture that is not over
+   capacity in the current placement, where the task fits in every dimension and no
+   spread limit nor anti-affinity pair breaks. Each selected task moves at most
+   once, so the budget holds.
 3. **Repair.** If a task finds no feasible host (others took the room it left), the
    run restarts with that task kept on its current host, reserved before anything is
    placed. This ends (at worst every task stays) and the result is always valid.
@@ -30,7 +35,8 @@ The policies (solver names as ``packer solve --solver``):
   multi-dimensional size (the product of demands normalized by the largest host
   capacity: ARCHITECTURE.md, ~5% above the bound on openb against ~15% for the sum).
   Hosts are ranked by objective weight per unit of capacity (cheapest capacity first,
-  the currently most loaded first among equals). Selects the tasks of the hosts ranked
+  the currently most loaded first among equals; :mod:`packer.solvers.ffd`, shared
+  with the engine's construction). Selects the tasks of the hosts ranked
   last (the ones a full FFD would fill last), largest first; places them largest first
   on the first feasible host in rank order that already holds tasks, else the first
   feasible one. Unlimited budget: every movable task, i.e. a full FFD repack.
@@ -72,8 +78,10 @@ from typing import Callable
 
 import numpy as np
 
-from packer.model.metrics import TOLERANCE, evaluate, host_loads, host_sensitivity, initially_overloaded, violations
+from packer.model.metrics import evaluate, host_loads, host_sensitivity, violations
 from packer.model.problem import PlacementProblem
+from packer.model.state import PlacementState, inverse
+from packer.solvers.ffd import capacity_price, largest_first, relative_demand
 from packer.solvers.result import SolveResult
 
 log = logging.getLogger(__name__)
@@ -85,112 +93,32 @@ TARCIL_MAX_SAMPLES = 32
 #: Pressure levels of Tarcil's encoding: integers 0-99 per source of interference.
 _LEVELS = 99
 
-
-class _Placement:
-    """A placement under construction: non-lifted tasks placed, lifted ones at -1, with loads kept incrementally."""
-
-    def __init__(self, problem: PlacementProblem, lifted: np.ndarray):
-        p = self.p = problem
-        self.assign = p.current.astype(np.int64).copy()
-        self.assign[lifted] = -1
-        placed = np.flatnonzero(self.assign >= 0)
-        self.loads = np.zeros((p.n_hosts, len(p.dims)))
-        np.add.at(self.loads, self.assign[placed], p.demand[placed])
-        self.sens = np.zeros((p.n_hosts, len(p.sens_dims)))
-        np.add.at(self.sens, self.assign[placed], p.sens_demand[placed])
-        self.count = np.bincount(self.assign[placed], minlength=p.n_hosts)
-        self.receiver = ~initially_overloaded(p)
-        self.cap = p.capacity + TOLERANCE
-        self.inv_cap = _inverse(p.capacity)
-        self.inv_sens_cap = _inverse(p.sens_capacity)
-        # Paragon's tolerated interference of a host: the least any of its tasks tolerates (1 with none).
-        self.min_tolerance = np.ones((p.n_hosts, len(p.sens_dims)))
-        if len(p.sens_dims):
-            np.minimum.at(self.min_tolerance, self.assign[placed], 1.0 - p.sens_demand[placed] * self.inv_sens_cap[self.assign[placed]])
-        self.spread = p.spread_host is not None or p.spread_domain is not None
-        if self.spread:
-            self.job_tasks = np.argsort(p.job, kind="stable")
-            self.job_start = np.searchsorted(p.job[self.job_tasks], np.arange(int(p.job.max()) + 2))
-            self.n_domains = max(int(p.domain.max()) + 1, 1)
-
-    def feasible(self, t: int) -> np.ndarray:
-        """(H,) bool: hosts task ``t`` may be placed on now (see the module doc, step 2)."""
-        p = self.p
-        mask = self.receiver & p.eligible[t][p.host_arch]
-        mask[p.current[t]] = True
-        mask &= (self.loads + p.demand[t] <= self.cap).all(axis=1)
-        if self.spread:
-            mask &= self._spread_ok(t)
-        return mask
-
-    def _spread_ok(self, t: int) -> np.ndarray:
-        """(H,) bool: placing ``t`` there keeps every (job, host) and (job, domain) pair it gains or joins within its limit.
-
-        As :func:`packer.model.metrics.violations`: a pair is held to the limit once a moved
-        task of the job lands in it; a task returning to its own host joins a pair
-        without making it gained.
-        """
-        p, j = self.p, int(self.p.job[t])
-        mates = self.job_tasks[self.job_start[j]:self.job_start[j + 1]]
-        mates = mates[self.assign[mates] >= 0]
-        hosts = self.assign[mates]
-        moved = hosts != p.current[mates]
-        leaving = np.ones(p.n_hosts, dtype=bool)
-        leaving[p.current[t]] = False  # placing t anywhere but its own host is a move
-        ok = np.ones(p.n_hosts, dtype=bool)
-        if p.spread_host is not None:
-            gained = np.zeros(p.n_hosts, dtype=bool)
-            gained[hosts[moved]] = True
-            ok &= ~(leaving | gained) | (np.bincount(hosts, minlength=p.n_hosts) + 1 <= p.spread_host)
-        if p.spread_domain is not None:
-            dom = p.domain[hosts]
-            counted = dom >= 0
-            d_count = np.bincount(dom[counted], minlength=self.n_domains)
-            d_gained = np.zeros(self.n_domains, dtype=bool)
-            d_gained[dom[counted & moved]] = True
-            in_domain = p.domain >= 0
-            d = np.where(in_domain, p.domain, 0)
-            ok &= ~in_domain | ~(leaving | d_gained[d]) | (d_count[d] + 1 <= p.spread_domain)
-        return ok
-
-    def place(self, t: int, h: int) -> None:
-        p = self.p
-        self.assign[t] = h
-        self.loads[h] += p.demand[t]
-        self.count[h] += 1
-        if len(p.sens_dims):
-            self.sens[h] += p.sens_demand[t]
-            self.min_tolerance[h] = np.minimum(self.min_tolerance[h], 1.0 - p.sens_demand[t] * self.inv_sens_cap[h])
-
-    def load_share(self, hosts: np.ndarray | slice = slice(None)) -> np.ndarray:
-        """Largest share of capacity used in any dimension, per host (fraction)."""
-        return (self.loads[hosts] * self.inv_cap[hosts]).max(axis=-1) if len(self.p.dims) else np.zeros(self.p.n_hosts)[hosts]
+#: A placement rule: (state, task, feasible hosts) -> one of those hosts.
+Chooser = Callable[[PlacementState, int, np.ndarray], int]
 
 
-def _inverse(capacity: np.ndarray) -> np.ndarray:
-    """1/capacity, 0 where the capacity is 0 (nothing can use such a dimension there)."""
-    with np.errstate(divide="ignore"):
-        return np.where(capacity > 0, 1.0 / np.maximum(capacity, 1e-12), 0.0)
+def _repack(problem: PlacementProblem, selected: np.ndarray, policy: Callable[[PlacementState], Chooser]) -> tuple[np.ndarray, dict]:
+    """Lift ``selected`` (ordered task indices) and place them in order (module doc, steps 2-3).
 
-
-#: A placement rule: (state, task, feasible-host mask) -> host index.
-Chooser = Callable[[_Placement, int, np.ndarray], int]
-
-
-def _repack(problem: PlacementProblem, selected: np.ndarray, choose: Chooser) -> tuple[np.ndarray, dict]:
-    """Lift ``selected`` (ordered task indices) and place them in order with ``choose`` (module doc, steps 2-3)."""
+    ``policy`` makes the chooser for each fresh placement (a policy that keeps its own
+    tallies, as Paragon's tolerances, starts them from that placement).
+    """
     stay = np.zeros(problem.n_tasks, dtype=bool)
+    every_host = np.arange(problem.n_hosts)
     restarts = 0
     while True:
         lifted = selected[~stay[selected]]
-        state = _Placement(problem, lifted)
+        start = problem.current.copy()
+        start[lifted] = -1
+        state = PlacementState(problem, start)
+        choose = policy(state)
         failed = []
-        for t in lifted:
-            mask = state.feasible(int(t))
-            if mask.any():
-                state.place(int(t), choose(state, int(t), mask))
+        for t in lifted.tolist():
+            hosts = state.feasible(t, every_host)
+            if len(hosts):
+                state.move(t, choose(state, t, hosts))
             else:
-                failed.append(int(t))
+                failed.append(t)
         if not failed:
             return state.assign, {"selected": len(selected), "kept_by_repair": int(stay.sum()), "restarts": restarts}
         log.info("%d tasks found no host; restarting with them kept in place", len(failed))
@@ -205,8 +133,7 @@ def _budget(problem: PlacementProblem) -> int:
 
 def _size(problem: PlacementProblem) -> np.ndarray:
     """(T,) multi-dimensional size: product of demands normalized by the largest host capacity (floored at 1e-9 per dimension)."""
-    top = np.maximum(problem.capacity.max(axis=0), 1e-12) if problem.n_hosts else np.ones(len(problem.dims))
-    return np.prod(np.maximum(problem.demand / top, 1e-9), axis=1)
+    return np.prod(np.maximum(relative_demand(problem), 1e-9), axis=1)
 
 
 def _result(problem: PlacementProblem, assign: np.ndarray, name: str, t0: float, stats: dict) -> SolveResult:
@@ -224,7 +151,7 @@ def random_placement(problem: PlacementProblem, seed: int = 0) -> SolveResult:
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     selected = rng.permutation(np.flatnonzero(problem.movable))[:_budget(problem)]
-    assign, stats = _repack(problem, selected, lambda state, t, mask: int(rng.choice(np.flatnonzero(mask))))
+    assign, stats = _repack(problem, selected, lambda _: lambda state, t, hosts: int(rng.choice(hosts)))
     return _result(problem, assign, "baseline-random", t0, stats)
 
 
@@ -232,15 +159,14 @@ def least_loaded(problem: PlacementProblem, seed: int = 0) -> SolveResult:
     """``baseline-least-loaded``: the tasks of the most loaded hosts, each to the feasible host with the least load (``seed`` unused: deterministic)."""
     t0 = time.perf_counter()
     p = problem
-    share = (host_loads(p, p.current) * _inverse(p.capacity)).max(axis=1)
+    share = (host_loads(p, p.current) * inverse(p.capacity)).max(axis=1)
     movable = np.flatnonzero(p.movable)
     selected = movable[np.lexsort((-_size(p)[movable], -share[p.current[movable]]))][:_budget(p)]
 
-    def choose(state: _Placement, t: int, mask: np.ndarray) -> int:
-        idx = np.flatnonzero(mask)
-        return int(idx[np.argmin(state.load_share(idx))])
+    def choose(state: PlacementState, t: int, hosts: np.ndarray) -> int:
+        return int(hosts[np.argmin(state.load_share(hosts))])
 
-    assign, stats = _repack(p, selected, choose)
+    assign, stats = _repack(p, selected, lambda _: choose)
     return _result(p, assign, "baseline-least-loaded", t0, stats)
 
 
@@ -249,25 +175,22 @@ def first_fit_decreasing(problem: PlacementProblem, seed: int = 0) -> SolveResul
     t0 = time.perf_counter()
     p = problem
     size = _size(p)
-    per_capacity = p.open_weight / np.maximum((p.capacity[:, list(p.frag_dims)] / p.frag_scale).sum(axis=1), 1e-12)
-    host_order = np.lexsort((-np.bincount(p.current, minlength=p.n_hosts), per_capacity))
+    host_order = np.lexsort((-np.bincount(p.current, minlength=p.n_hosts), capacity_price(p)))
     rank = np.empty(p.n_hosts, dtype=np.int64)
     rank[host_order] = np.arange(p.n_hosts)
     movable = np.flatnonzero(p.movable)
     chosen = movable[np.lexsort((-size[movable], -rank[p.current[movable]]))][:_budget(p)]
-    selected = chosen[np.argsort(-size[chosen], kind="stable")]
 
-    def choose(state: _Placement, t: int, mask: np.ndarray) -> int:
-        idx = np.flatnonzero(mask)
-        opened = idx[state.count[idx] > 0]
-        pool = opened if len(opened) else idx
+    def choose(state: PlacementState, t: int, hosts: np.ndarray) -> int:
+        opened = hosts[state.count[hosts] > 0]
+        pool = opened if len(opened) else hosts
         return int(pool[np.argmin(rank[pool])])
 
-    assign, stats = _repack(p, selected, choose)
+    assign, stats = _repack(p, largest_first(chosen, size[chosen]), lambda _: choose)
     return _result(p, assign, "baseline-ffd", t0, stats)
 
 
-def _pressures(state: _Placement, t: int | np.ndarray, hosts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _pressures(state: PlacementState, t: int | np.ndarray, hosts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Interference caused by task(s) ``t`` and by the load of ``hosts``, per SoI (load dims, then sensitivity dims), as shares of the host.
 
     ``t`` is one task (paired with every host) or one task per host. Returns ``(task,
@@ -291,9 +214,9 @@ def paragon_greedy(problem: PlacementProblem, seed: int = 0) -> SolveResult:
     t0 = time.perf_counter()
     p = problem
     n_load = len(p.dims)
-    inv_sens = _inverse(p.sens_capacity)
+    inv_sens = inverse(p.sens_capacity)
     excess = np.clip(host_sensitivity(p, p.current) - 1.0, 0.0, None).sum(axis=1)
-    share = (host_loads(p, p.current) * _inverse(p.capacity)).max(axis=1)
+    share = (host_loads(p, p.current) * inverse(p.capacity)).max(axis=1)
     own_sens = (p.sens_demand * inv_sens[p.current]).sum(axis=1)
     movable = np.flatnonzero(p.movable)
     h = p.current[movable]
@@ -303,24 +226,33 @@ def paragon_greedy(problem: PlacementProblem, seed: int = 0) -> SolveResult:
     arch_inv = np.zeros((len(p.arch_names), len(p.sens_dims)))
     arch_inv[p.host_arch] = inv_sens
 
-    def choose(state: _Placement, t: int, mask: np.ndarray) -> int:
-        idx = np.flatnonzero(mask)
-        task, host = _pressures(state, t, idx)
-        d1 = np.hstack([1.0 - host[:, :n_load], state.min_tolerance[idx]]) - task
-        d2 = (1.0 - task) - host
-        alive = np.ones(len(idx), dtype=bool)
-        worst = np.minimum(d1, d2)
-        for k in n_load + np.argsort(-p.sens_demand[t] * inv_sens[p.current[t]], kind="stable"):
-            floor = min(0.0, float(worst[alive, k].max()))  # relax this SoI just enough to keep a candidate
-            alive &= worst[:, k] >= floor - 1e-12
-        if len(p.sens_dims):
-            pref = (p.sens_demand[t] * arch_inv[p.host_arch[idx]]).sum(axis=1)
-            alive &= pref <= pref[alive].min() + 1e-12
-        slack = np.abs(d1 + d2).sum(axis=1)
-        slack[~alive] = np.inf
-        return int(idx[np.argmin(slack)])
+    def policy(state: PlacementState) -> Chooser:
+        # Paragon's tolerated interference of a host: the least any of its tasks tolerates (1 with none).
+        tolerance = np.ones((p.n_hosts, len(p.sens_dims)))
+        placed = np.flatnonzero(state.assign >= 0)
+        np.minimum.at(tolerance, state.assign[placed], 1.0 - p.sens_demand[placed] * inv_sens[state.assign[placed]])
 
-    assign, stats = _repack(p, selected, choose)
+        def choose(state: PlacementState, t: int, hosts: np.ndarray) -> int:
+            task, host = _pressures(state, t, hosts)
+            d1 = np.hstack([1.0 - host[:, :n_load], tolerance[hosts]]) - task
+            d2 = (1.0 - task) - host
+            alive = np.ones(len(hosts), dtype=bool)
+            worst = np.minimum(d1, d2)
+            for k in n_load + np.argsort(-p.sens_demand[t] * inv_sens[p.current[t]], kind="stable"):
+                floor = min(0.0, float(worst[alive, k].max()))  # relax this SoI just enough to keep a candidate
+                alive &= worst[:, k] >= floor - 1e-12
+            if len(p.sens_dims):
+                pref = (p.sens_demand[t] * arch_inv[p.host_arch[hosts]]).sum(axis=1)
+                alive &= pref <= pref[alive].min() + 1e-12
+            slack = np.abs(d1 + d2).sum(axis=1)
+            slack[~alive] = np.inf
+            h = int(hosts[np.argmin(slack)])
+            tolerance[h] = np.minimum(tolerance[h], 1.0 - p.sens_demand[t] * inv_sens[h])
+            return h
+
+        return choose
+
+    assign, stats = _repack(p, selected, policy)
     return _result(p, assign, "baseline-paragon", t0, stats)
 
 
@@ -381,16 +313,15 @@ def tarcil_sampling(problem: PlacementProblem, seed: int = 0, quality: float = T
     r = tarcil_sample_size(quality, miss, max_samples)
     movable = np.flatnonzero(p.movable)
     # Quality of each movable task on its current host, the host's pressure counted without the task's own.
-    task_now, host_now = _pressures(_Placement(p, np.zeros(0, dtype=np.int64)), movable, p.current[movable])
+    task_now, host_now = _pressures(PlacementState(p, p.current), movable, p.current[movable])
     selected = movable[np.argsort(tarcil_quality(task_now, host_now - task_now), kind="stable")][:_budget(p)]
 
-    def choose(state: _Placement, t: int, mask: np.ndarray) -> int:
-        idx = np.flatnonzero(mask)
-        sample = rng.choice(idx, size=min(r, len(idx)), replace=False)
+    def choose(state: PlacementState, t: int, hosts: np.ndarray) -> int:
+        sample = rng.choice(hosts, size=min(r, len(hosts)), replace=False)
         task, host = _pressures(state, t, sample)
         return int(sample[np.argmax(tarcil_quality(task, host))])
 
-    assign, stats = _repack(p, selected, choose)
+    assign, stats = _repack(p, selected, lambda _: choose)
     return _result(p, assign, "baseline-tarcil", t0, {**stats, "samples": r})
 
 

@@ -1,4 +1,4 @@
-"""Bounds that make every solve's gap visible (LP relaxations solved with HiGHS through SciPy).
+"""Bounds that make every solve's gap visible (an LP solved with GLOP, a small MILP with HiGHS, both through OR-Tools MathOpt).
 
 * :func:`freeable_cost_bound` — move-bounded repacking: an **upper bound on the
   primary cost (TCO or hosts) that the move budget can free**. A host's cost is
@@ -12,8 +12,9 @@
            0 ≤ y, z ≤ 1
 
   over emptiable hosts h (occupied, no pinned task, at most ``budget`` tasks) and
-  empty hosts g (which may be opened). Eligibility, spread and item sizes are
-  relaxed, so the bound is valid but may be loose where they bind.
+  empty hosts g (which may be opened). Eligibility, item sizes and the rules
+  beyond capacity and the move budget (spread, guards, ...) are relaxed, so the
+  bound is valid but may be loose where they bind.
 
 * :func:`repack_cost_bound` — full repack: a **lower bound on the primary cost of
   any valid placement**. ``x[t,a]`` is the fraction of task t placed on architecture
@@ -35,11 +36,12 @@
 """
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import sparse
-from scipy.optimize import Bounds, LinearConstraint, linprog, milp
+from ortools.math_opt import model_pb2
+from ortools.math_opt.python import mathopt
 
 from packer.model.metrics import host_loads, initially_overloaded
 from packer.model.problem import PlacementProblem
@@ -55,6 +57,58 @@ class CostBound:
     detail: dict
     #: Full repack only: per task, the architecture its LP solution puts most of it on (-1 if none).
     task_arch: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class _Solution:
+    """What :func:`_minimize` found: ``x`` (None without a solution), its ``objective``, a proven lower ``bound`` and the termination."""
+
+    optimal: bool
+    x: np.ndarray | None
+    objective: float
+    bound: float
+    reason: str
+
+
+def _minimize(cost: np.ndarray, matrix: tuple[np.ndarray, np.ndarray, np.ndarray], row_bounds: tuple[np.ndarray, np.ndarray],
+              var_bounds: tuple[np.ndarray, np.ndarray], integer: np.ndarray, solver: mathopt.SolverType,
+              time_limit: float | None = None) -> _Solution:
+    """Minimize ``cost·x`` s.t. ``row_lb ≤ A x ≤ row_ub``, ``var_lb ≤ x ≤ var_ub``, ``x`` integer where ``integer``.
+
+    ``matrix`` is ``A`` as (row, column, coefficient) arrays; ``row_bounds`` and
+    ``var_bounds`` are (lower, upper) arrays; ``time_limit`` in seconds. The model is
+    handed to MathOpt as a proto built from the arrays, so a large LP costs no Python
+    loop per variable. A MILP is solved to a zero gap (so "optimal" is exact).
+    """
+    rows, cols, coefs = matrix
+    (row_lb, row_ub), (var_lb, var_ub) = row_bounds, var_bounds
+    proto = model_pb2.ModelProto()
+    n = len(cost)
+    proto.variables.ids.extend(range(n))
+    proto.variables.lower_bounds.extend(np.asarray(var_lb, dtype=float).tolist())
+    proto.variables.upper_bounds.extend(np.asarray(var_ub, dtype=float).tolist())
+    proto.variables.integers.extend(np.asarray(integer, dtype=bool).tolist())
+    used = np.flatnonzero(cost)
+    proto.objective.linear_coefficients.ids.extend(used.tolist())
+    proto.objective.linear_coefficients.values.extend(np.asarray(cost, dtype=float)[used].tolist())
+    proto.linear_constraints.ids.extend(range(len(row_lb)))
+    proto.linear_constraints.lower_bounds.extend(np.asarray(row_lb, dtype=float).tolist())
+    proto.linear_constraints.upper_bounds.extend(np.asarray(row_ub, dtype=float).tolist())
+    # The proto wants the matrix's non-zeros in row-major order.
+    keep = np.flatnonzero(coefs)
+    order = keep[np.lexsort((cols[keep], rows[keep]))]
+    proto.linear_constraint_matrix.row_ids.extend(rows[order].tolist())
+    proto.linear_constraint_matrix.column_ids.extend(cols[order].tolist())
+    proto.linear_constraint_matrix.coefficients.extend(coefs[order].tolist())
+    params = mathopt.SolveParameters(relative_gap_tolerance=0.0 if np.any(integer) else None,
+                                     time_limit=None if time_limit is None else datetime.timedelta(seconds=time_limit))
+    model = mathopt.Model.from_model_proto(proto)
+    result = mathopt.solve(model, solver, params=params)
+    reason = result.termination.reason
+    x = np.array(result.variable_values(list(model.variables()))) if result.has_primal_feasible_solution() else None
+    return _Solution(optimal=reason == mathopt.TerminationReason.OPTIMAL, x=x,
+                     objective=float(result.objective_value()) if x is not None else np.inf,
+                     bound=float(result.termination.objective_bounds.dual_bound), reason=reason.name)
 
 
 def freeable_cost_bound(problem: PlacementProblem, budget: int | None = None) -> CostBound:
@@ -80,12 +134,15 @@ def freeable_cost_bound(problem: PlacementProblem, budget: int | None = None) ->
     if budget is not None:
         rows.append(np.concatenate([counts[emptiable], np.zeros(n_z)])[None, :])
         rhs.append(np.array([budget]))
-    A = sparse.csr_matrix(np.vstack(rows))
-    res = linprog(objective, A_ub=A, b_ub=np.concatenate(rhs), bounds=(0, 1), method="highs")
-    if res.status != 0:
+    A = np.vstack(rows)
+    r, c = np.nonzero(A)
+    n = n_y + n_z
+    lp = _minimize(objective, (r, c, A[r, c]), (np.full(len(A), -np.inf), np.concatenate(rhs)), (np.zeros(n), np.ones(n)),
+                   np.zeros(n, dtype=bool), mathopt.SolverType.GLOP)
+    if not lp.optimal:
         # Fall back to the trivial bound: every emptiable host's cost.
-        return CostBound(float(cost[emptiable].sum()), "freeable", False, {"lp_status": res.message})
-    return CostBound(float(-res.fun), "freeable", True, {"emptiable_hosts": n_y, "empty_hosts": n_z})
+        return CostBound(float(cost[emptiable].sum()), "freeable", False, {"lp_status": lp.reason})
+    return CostBound(-lp.objective, "freeable", True, {"emptiable_hosts": n_y, "empty_hosts": n_z})
 
 
 def repack_cost_bound(problem: PlacementProblem, time_limit: float = 30.0) -> CostBound:
@@ -118,23 +175,21 @@ def repack_cost_bound(problem: PlacementProblem, time_limit: float = 30.0) -> Co
     pairs = np.argwhere(allowed)  # (u, a): share of row u's tasks placed on architecture a
     n_x = len(pairs)
     c = np.concatenate([np.zeros(n_x), cost_per_host])
-    assign_rows = sparse.csr_matrix((np.ones(n_x), (pairs[:, 0], np.arange(n_x))), shape=(U, n_x + A))
     D = len(problem.dims)
-    # Row a*D + d: Σ_u x[u,a]·demand[u,d] − n_a·cap[a,d] ≤ 0.
-    load_part = sparse.csr_matrix((demand[pairs[:, 0]].T.ravel(), (np.add.outer(np.arange(D), pairs[:, 1] * D).ravel(), np.tile(np.arange(n_x), D))),
-                                  shape=(A * D, n_x + A))
-    cap_part = sparse.csr_matrix((-cap.ravel(), (np.arange(A * D), n_x + np.repeat(np.arange(A), D))), shape=(A * D, n_x + A))
-    constraints = [LinearConstraint(assign_rows, 1, 1), LinearConstraint(load_part + cap_part, -np.inf, 0)]
-    lower = np.concatenate([np.zeros(n_x), must_open])
-    upper = np.concatenate([np.ones(n_x), available])
-    integrality = np.concatenate([np.zeros(n_x), np.ones(A)])
-    res = milp(c, constraints=constraints, bounds=Bounds(lower, upper), integrality=integrality, options={"time_limit": time_limit})
+    # Rows 0..U-1: Σ_a x[u,a] = 1. Row U + a*D + d: Σ_u x[u,a]·demand[u,d] − n_a·cap[a,d] ≤ 0.
+    rows = np.concatenate([pairs[:, 0], U + np.add.outer(np.arange(D), pairs[:, 1] * D).ravel(), U + np.arange(A * D)])
+    cols = np.concatenate([np.arange(n_x), np.tile(np.arange(n_x), D), n_x + np.repeat(np.arange(A), D)])
+    coefs = np.concatenate([np.ones(n_x), demand[pairs[:, 0]].T.ravel(), -cap.ravel()])
+    row_bounds = (np.concatenate([np.ones(U), np.full(A * D, -np.inf)]), np.concatenate([np.ones(U), np.zeros(A * D)]))
+    var_bounds = (np.concatenate([np.zeros(n_x), must_open]), np.concatenate([np.ones(n_x), available]))
+    integer = np.concatenate([np.zeros(n_x, dtype=bool), np.ones(A, dtype=bool)])
+    res = _minimize(c, (rows, cols, coefs), row_bounds, var_bounds, integer, mathopt.SolverType.HIGHS, time_limit)
     if res.x is None:
-        return CostBound(np.inf, "repack-lower", False, {"reason": res.message})
+        return CostBound(np.inf, "repack-lower", False, {"reason": res.reason})
     # A MILP stopped early proves only its dual bound.
-    value = float(res.fun) if res.status == 0 else float(getattr(res, "mip_dual_bound", 0.0) or 0.0)
+    value = res.objective if res.optimal else max(res.bound, 0.0)
     hosts = dict(zip(problem.arch_names.tolist(), np.round(res.x[n_x:]).astype(int).tolist()))
     share = np.zeros((U, A))
     share[pairs[:, 0], pairs[:, 1]] = res.x[:n_x]
     preferred = np.where(share.max(axis=1) > 0, share.argmax(axis=1), -1)[inverse.ravel()]
-    return CostBound(value, "repack-lower", res.status == 0, {"hosts_per_arch": hosts}, task_arch=preferred)
+    return CostBound(value, "repack-lower", res.optimal, {"hosts_per_arch": hosts}, task_arch=preferred)

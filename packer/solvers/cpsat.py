@@ -1,40 +1,28 @@
-"""The exact placement model in OR-Tools CP-SAT, for small instances and as the neighbourhood sub-solver.
+"""The exact model (:mod:`packer.solvers.exact`) in OR-Tools CP-SAT, for small instances and as the neighbourhood sub-solver.
 
-The model (rules and objective: :mod:`packer.solvers.formulation`) has a boolean
-``x[t,h]`` per candidate pair, ``open[h]`` per host the model decides, an
-``enter[h]`` flag per host already over capacity, a ``gain`` flag per spread group
-and an integer excess per (host, sensitivity dimension).
-
-Integers. CP-SAT needs integer coefficients; they are rounded so that the model
+Integers. CP-SAT needs integer coefficients; :func:`to_cpsat` rounds so that the model
 never accepts an invalid placement and never overstates the objective:
 
-* capacity, in units of ``1/scale`` of each dimension's unit, where ``scale`` =
-  min(``MAX_DEMAND_SCALE`` = 1e7, 2^31 / the dimension's largest host capacity)
-  (1e-7 cores, GiB, Gbps on the paper's fleet; the cap keeps every coefficient below
-  2^31, see "Presolve" below): per host and dimension, the change of load against
-  ``base`` is bounded by ``floor((capacity + TOLERANCE − base load)·scale − 1)``, with
-  demands entering the host rounded *up* and demands leaving it rounded *down*.
-  Every placement the model accepts therefore ends within capacity + TOLERANCE
-  minus one unit (:func:`packer.model.metrics.violations` allows + TOLERANCE). Conversely
-  every placement that respects capacity exactly is accepted as long as fewer than
-  ``TOLERANCE·scale − 2`` (8 at 1e7) tasks with demands that are not multiples of
-  the unit enter or leave any one host; beyond that the model may reject a
-  placement that fills a host to within a few units.
-* objective, in units of ``1/OBJECTIVE_SCALE`` (1e-6 objective units): every
-  coefficient is rounded *down* (host weights, the per-move weight, each task's
-  weighted sensitivity, and the excess's constant term), so the integer objective
-  of any placement is at most ``OBJECTIVE_SCALE`` × its true objective (minus the
-  constant of :attr:`Formulation.constant`). The solver's integer bound B thus
-  gives the valid lower bound ``B / OBJECTIVE_SCALE + constant`` (lowered by 1e-9
-  relative for floating point) on ``evaluate().objective`` over the placements the
-  model accepts (see the capacity caveat above). The rounding costs at most about
-  1e-6 per host, per move and per task on a host with sensitivity excess, so an
-  "optimal" plan is optimal to that resolution; the reported objective is always
-  recomputed with :func:`packer.model.metrics.evaluate`.
-
-Relative-performance guard. With ``weights.min_rp`` set, every task's RP floor
-(:func:`packer.model.metrics.rp_floors`) becomes linear load bounds per host
-(:func:`packer.solvers.leximin.add_rp_constraints`, rounded the same safe way).
+* ``physical`` constraints, per unit, in ``1/scale`` of the unit, ``scale`` =
+  min(``MAX_SCALE`` = 1e7, 2^31 / the largest magnitude of the unit's coefficients,
+  right-hand sides and variable bounds) (1e-7 cores, GiB, Gbps on the paper's fleet;
+  the cap keeps every coefficient below 2^31, see "Presolve" below). A constraint
+  ``Σ a·x ≤ b`` over booleans is stated relative to the hint (the base placement)
+  ``h``: ``Σ a·(x − h) ≤ b − Σ a·h``, with ``a`` rounded *up* where ``h = 0`` and
+  *down* where ``h = 1``, and the right-hand side rounded down, so every integer
+  solution satisfies the real constraint; continuous variables of the unit are
+  integers of the same scale (coefficient ±1, exact).
+* the objective, in units of ``1/OBJECTIVE_SCALE`` (1e-6 objective units): every
+  coefficient of a boolean or integer variable is rounded *down*, and ``objective``
+  constraints ``v − Σ a·x ≥ b`` round the coefficients of ``x`` up and ``b`` down,
+  so the integer objective of any placement is at most ``OBJECTIVE_SCALE`` × its
+  true objective (minus :attr:`ExactModel.constant`). The solver's integer bound B
+  thus gives the valid lower bound ``B / OBJECTIVE_SCALE + constant`` (lowered by
+  1e-9 relative for floating point) on ``evaluate().objective`` over the placements
+  the model accepts. The rounding costs at most about 1e-6 per host, per move and per
+  task on a host with sensitivity excess, so an "optimal" plan is optimal to that
+  resolution; the reported objective is always recomputed with
+  :func:`packer.model.metrics.evaluate`.
 
 Presolve. CP-SAT 9.15's inclusion presolve declared feasible models infeasible
 when capacity coefficients reached ~3e9 (5 of 120 random instances with a scale of
@@ -59,15 +47,15 @@ import numpy as np
 import pandas as pd
 from ortools.sat.python import cp_model
 
-from packer.model.metrics import evaluate, violations
+from packer.model.metrics import evaluate
 from packer.model.problem import PlacementProblem
-from packer.solvers.formulation import Formulation, build_formulation, unplaceable_tasks
+from packer.solvers.exact import BOOL, CONT, ExactModel, build_exact_model, unplaceable_tasks
 from packer.solvers.result import SolveResult
 
 log = logging.getLogger(__name__)
 
-#: Largest number of integer units per unit of a hard dimension (cores, GiB, Gbps, ...).
-MAX_DEMAND_SCALE = 1e7
+#: Largest number of integer units per unit of a physical quantity (cores, GiB, Gbps, ...).
+MAX_SCALE = 1e7
 #: Integer units per objective unit.
 OBJECTIVE_SCALE = 1e6
 
@@ -79,54 +67,83 @@ _STATUS = {
 }
 
 
-def solve_cpsat(
-    problem: PlacementProblem,
-    *,
-    time_limit: float = 10.0,
-    seed: int = 0,
-    num_workers: int = 2,
-    deterministic: bool = False,
-) -> SolveResult:
-    """Solve the whole instance with CP-SAT, starting from (and hinted with) the current placement.
+def unit_scales(model: ExactModel) -> dict[str, float]:
+    """Integer units per real unit for every unit of ``model`` (module doc); ``objective`` is :data:`OBJECTIVE_SCALE`."""
+    largest: dict[str, float] = {}
+    for c in model.constraints:
+        if c.unit is None or c.unit == "objective":
+            continue
+        values = np.abs(np.concatenate([c.coefs, [c.rhs]]))
+        largest[c.unit] = max(largest.get(c.unit, 0.0), float(values[np.isfinite(values)].max(initial=0.0)))
+    for v, unit in enumerate(model.var_unit):
+        if unit is not None and unit != "objective":
+            bounds = np.abs([model.var_lb[v], model.var_ub[v]])
+            largest[unit] = max(largest.get(unit, 0.0), float(bounds[np.isfinite(bounds)].max(initial=0.0)))
+    scales = {unit: float(min(MAX_SCALE, 2.0**31 / max(value, 1e-300))) for unit, value in largest.items()}
+    scales["objective"] = OBJECTIVE_SCALE
+    return scales
 
-    ``time_limit`` in seconds. Returns status "infeasible" with the tasks named when
-    some task has no host to be on (see :func:`unplaceable_tasks`).
+
+def to_cpsat(model: ExactModel, objective: bool = True) -> tuple[cp_model.CpModel, list]:
+    """The CP-SAT model of ``model`` (rounded as the module doc says), hinted with the base; returns it and one handle per variable.
+
+    ``objective``: also set the minimization objective (without :attr:`ExactModel.constant`).
     """
-    t0 = time.perf_counter()
-    stuck = unplaceable_tasks(problem)
-    if len(stuck):
-        return SolveResult.infeasible(problem.current, problem.task_ids[stuck].tolist(), "cpsat", time.perf_counter() - t0)
-    return _solve(build_formulation(problem), time_limit, seed, num_workers, deterministic, t0)
+    scales = unit_scales(model)
+    cp = cp_model.CpModel()
+    handles: list = []
+    for kind, lb, ub, hint, unit, name in zip(model.var_kind, model.var_lb, model.var_ub, model.var_hint, model.var_unit,
+                                               model.var_name):
+        if kind == BOOL:
+            var = cp.new_bool_var(name)
+            cp.add_hint(var, bool(hint))
+        else:
+            s = scales[unit]
+            low, high = math.floor(lb * s), math.ceil(ub * s)
+            var = cp.new_int_var(low, high, name)
+            cp.add_hint(var, int(min(max(round(hint * s), low), high)))
+        handles.append(var)
+    hints = model.hints()
+    is_cont = np.asarray([k == CONT for k in model.var_kind], dtype=bool)
+    for c in model.constraints:
+        sign = -1.0 if c.sense == ">=" else 1.0
+        coefs, rhs = sign * c.coefs, sign * c.rhs
+        if c.kind == "count":
+            ints = np.rint(coefs).astype(np.int64)
+            if (ints != coefs).any() or not float(rhs).is_integer():  # counts are exact: no tolerance
+                raise ValueError(f"count constraint with non-integral coefficients over {[model.var_name[v] for v in c.vars[:3]]}")
+            expr = cp_model.LinearExpr.weighted_sum([handles[v] for v in c.vars], ints.tolist())
+            built = cp.add(expr == int(rhs)) if c.sense == "==" else cp.add(expr <= int(rhs))
+        else:
+            s = scales[c.unit]
+            cont = is_cont[c.vars]
+            if c.kind == "physical":
+                h = hints[c.vars]
+                ints = np.where(cont, np.rint(coefs), np.where(h > 0.5, np.floor(coefs * s), np.ceil(coefs * s))).astype(np.int64)
+                shift = float((coefs * h)[~cont].sum())
+                bound = math.floor((rhs - shift) * s) + int((ints * h)[~cont].sum())
+            else:  # objective-defining, stated as ≥ and negated above: round x's coefficients down, the constant up
+                ints = np.where(cont, np.rint(coefs), np.floor(coefs * s)).astype(np.int64)
+                bound = math.ceil(rhs * s)
+            if (np.abs(coefs[cont]) != 1.0).any():
+                raise ValueError(f"a continuous variable of unit {c.unit} must have coefficient ±1")
+            expr = cp_model.LinearExpr.weighted_sum([handles[v] for v in c.vars], ints.tolist())
+            built = cp.add(expr <= bound)
+        if c.enforce:
+            built.only_enforce_if([handles[e] for e in c.enforce])
+    for a, b in model.implications:
+        cp.add_implication(handles[a], handles[b])
+    if objective:
+        coefs = np.asarray(model.obj_coefs, dtype=float)
+        variables = np.asarray(model.obj_vars, dtype=np.int64)
+        cont = is_cont[variables] if len(variables) else np.zeros(0, dtype=bool)
+        ints = np.where(cont, np.rint(coefs), np.floor(coefs * OBJECTIVE_SCALE)).astype(np.int64)
+        cp.minimize(cp_model.LinearExpr.weighted_sum([handles[v] for v in variables], ints.tolist()))
+    return cp, handles
 
 
-def solve_subproblem(
-    problem: PlacementProblem,
-    assign: np.ndarray,
-    tasks_subset: np.ndarray,
-    hosts_subset: np.ndarray,
-    time_limit: float = 1.0,
-    *,
-    seed: int = 0,
-    num_workers: int = 2,
-    deterministic: bool = True,
-) -> SolveResult:
-    """Re-optimize the placement of ``tasks_subset`` over ``hosts_subset`` with every other task fixed (large-neighbourhood search).
-
-    ``assign`` (T,) must be a valid placement; the free tasks may also stay where it
-    puts them. Fixed tasks keep their load on their hosts, their moves count against
-    ``max_moves``, and hosts outside the neighbourhood keep their occupancy. The
-    result's ``assign`` is the full placement (``assign`` is the hint, so it is at
-    least as good up to the objective resolution), ``objective`` the full objective, and ``bound`` a lower bound for this
-    neighbourhood only (not for the whole instance). Deterministic for a seed by
-    default (see the module doc). ``time_limit`` in seconds.
-    """
-    t0 = time.perf_counter()
-    form = build_formulation(problem, assign, tasks_subset, hosts_subset)
-    return _solve(form, time_limit, seed, num_workers, deterministic, t0)
-
-
-def _solve(form: Formulation, time_limit: float, seed: int, num_workers: int, deterministic: bool, t0: float) -> SolveResult:
-    model, x = _build_model(form)
+def cpsat_solver(seed: int, time_limit: float, num_workers: int = 2, deterministic: bool = False) -> cp_model.CpSolver:
+    """A CP-SAT solver with packer's parameters (module doc); ``time_limit`` in seconds."""
     solver = cp_model.CpSolver()
     params = solver.parameters
     params.random_seed = int(seed)
@@ -137,15 +154,60 @@ def _solve(form: Formulation, time_limit: float, seed: int, num_workers: int, de
         params.max_deterministic_time = float(time_limit)
         params.max_time_in_seconds = 3.0 * float(time_limit)
     else:
-        params.max_time_in_seconds = float(time_limit)
-    code = solver.solve(model)
+        params.max_time_in_seconds = max(float(time_limit), 0.01)
+    return solver
+
+
+def chosen_pairs(model: ExactModel, solver: cp_model.CpSolver, handles: list) -> np.ndarray:
+    """(P,) bool: the candidate pairs the solver's solution picks."""
+    return solver.boolean_values(pd.Index([handles[v] for v in model.x])).to_numpy(dtype=bool)
+
+
+def solve_cpsat(problem: PlacementProblem, *, time_limit: float = 10.0, seed: int = 0, num_workers: int = 2,
+                deterministic: bool = False) -> SolveResult:
+    """Solve the whole instance with CP-SAT, starting from (and hinted with) the current placement.
+
+    ``time_limit`` in seconds. Returns status "infeasible" with the tasks named when
+    some task has no host to be on (see :func:`unplaceable_tasks`).
+    """
+    t0 = time.perf_counter()
+    stuck = unplaceable_tasks(problem)
+    if len(stuck):
+        return SolveResult.infeasible(problem.current, problem.task_ids[stuck].tolist(), "cpsat", time.perf_counter() - t0)
+    return solve_model(build_exact_model(problem), time_limit, seed, num_workers, deterministic, t0)
+
+
+def solve_subproblem(problem: PlacementProblem, assign: np.ndarray, tasks_subset: np.ndarray, hosts_subset: np.ndarray,
+                     time_limit: float = 1.0, *, seed: int = 0, num_workers: int = 2, deterministic: bool = True) -> SolveResult:
+    """Re-optimize the placement of ``tasks_subset`` over ``hosts_subset`` with every other task fixed (large-neighbourhood search).
+
+    ``assign`` (T,) must be a valid placement; the free tasks may also stay where it
+    puts them. Fixed tasks keep their load on their hosts, their moves count against
+    the move budget, and hosts outside the neighbourhood keep their occupancy. The
+    result's ``assign`` is the full placement (``assign`` is the hint, so it is at
+    least as good up to the objective resolution), ``objective`` the full objective,
+    and ``bound`` a lower bound for this neighbourhood only (not for the whole
+    instance). Rules the exact model cannot state are left out (the caller checks
+    them on the result). Deterministic for a seed by default (see the module doc). ``time_limit`` in seconds.
+    """
+    t0 = time.perf_counter()
+    model = build_exact_model(problem, assign, tasks_subset, hosts_subset)
+    return solve_model(model, time_limit, seed, num_workers, deterministic, t0)
+
+
+def solve_model(model: ExactModel, time_limit: float, seed: int, num_workers: int, deterministic: bool, t0: float) -> SolveResult:
+    """Solve ``model`` with CP-SAT; the result's placement is re-checked and its objective recomputed."""
+    form = model.form
+    cp, handles = to_cpsat(model)
+    solver = cpsat_solver(seed, time_limit, num_workers, deterministic)
+    code = solver.solve(cp)
     status = _STATUS.get(code)
     if status is None:
         raise RuntimeError(f"CP-SAT rejected the placement model: {solver.status_name(code)}")
     bound = -math.inf
     if status in ("optimal", "feasible"):
-        assign = form.assignment(solver.boolean_values(x).to_numpy(dtype=bool))
-        broken = violations(form.problem, assign)
+        assign = form.assignment(chosen_pairs(model, solver, handles))
+        broken = [v for rule in form.problem.rules if "exact" in rule.strategies for v in rule.violations(form.problem, assign)]
         if broken:
             raise RuntimeError(f"CP-SAT returned an invalid placement: {'; '.join(broken)}")
     else:
@@ -154,133 +216,14 @@ def _solve(form: Formulation, time_limit: float, seed: int, num_workers: int, de
         log.error("CP-SAT declared a model infeasible that its hint satisfies (solver bug); returning the starting placement")
         status = "feasible"
     elif math.isfinite(solver.best_objective_bound):
-        bound = solver.best_objective_bound / OBJECTIVE_SCALE + form.constant
+        bound = solver.best_objective_bound / OBJECTIVE_SCALE + model.constant
         bound -= 1e-9 * max(1.0, abs(bound))
-    proto = model.proto
+    proto = cp.proto
     return SolveResult(
-        assign=assign,
-        status=status,
-        objective=evaluate(form.problem, assign).objective,
-        bound=bound,
-        solver="cpsat",
+        assign=assign, status=status, objective=evaluate(form.problem, assign).objective, bound=bound, solver="cpsat",
         wall_s=time.perf_counter() - t0,
-        stats={
-            "free_tasks": len(form.free),
-            "hosts": len(form.hosts),
-            "variables": len(proto.variables),
-            "constraints": len(proto.constraints),
-            "branches": solver.num_branches,
-            "conflicts": solver.num_conflicts,
-            "solve_s": solver.wall_time,
-        },
+        stats={"free_tasks": len(form.free), "hosts": len(form.hosts), "variables": len(proto.variables),
+               "constraints": len(proto.constraints), "branches": solver.num_branches, "conflicts": solver.num_conflicts,
+               "solve_s": solver.wall_time},
     )
 
-
-def _build_model(form: Formulation) -> tuple[cp_model.CpModel, pd.Series]:
-    """The CP-SAT model of ``form``, hinted with its base placement; returns the model and the x series."""
-    p = form.problem
-    w = p.weights
-    model = cp_model.CpModel()
-    x = model.new_bool_var_series("x", pd.Index(np.arange(form.n_pairs)))
-    xs = x.to_list()
-    for var, value in zip(xs, form.pair_base.tolist()):
-        model.add_hint(var, value)
-    terms: list[tuple[cp_model.IntVar, int]] = []
-    offset = 0
-
-    # Each free task on exactly one of its candidate hosts.
-    for i in range(len(form.free)):
-        model.add_exactly_one(xs[form.task_start[i] : form.task_start[i + 1]])
-
-    by_host = form.pairs_by_host()
-
-    # open[h] = the host holds a task; hosts with a fixed task are open anyway (in the constant).
-    for h in form.model_hosts:
-        ids = by_host.get(int(h), [])
-        if not ids:
-            continue
-        is_open = model.new_bool_var(f"open{h}")
-        model.add_hint(is_open, bool(form.pair_base[ids].any()))
-        for i in ids:
-            model.add_implication(xs[i], is_open)
-        model.add_bool_or([xs[i] for i in ids]).only_enforce_if(is_open)
-        terms.append((is_open, math.floor(p.open_weight[h] * OBJECTIVE_SCALE)))
-
-    scale = demand_scale(p)
-    # Capacity: the load change against base within the slack (rounded safely, see module doc).
-    # A host already over capacity in base keeps its load unless a task enters it.
-    for h in form.hosts:
-        ids = np.asarray(by_host.get(int(h), []), dtype=np.int64)
-        if len(ids) == 0:
-            continue
-        entering = ids[~form.pair_base[ids]]
-        if len(entering) == 0:
-            continue
-        enter = None
-        for d in range(len(p.dims)):
-            if not math.isfinite(form.slack[h, d]):
-                continue
-            rhs = math.floor(form.slack[h, d] * scale[d] - 1)
-            up = np.ceil(p.demand[form.pair_task[entering], d] * scale[d]).astype(np.int64)
-            if int(up.sum()) <= rhs:
-                continue
-            staying = ids[form.pair_base[ids]]
-            down = np.floor(p.demand[form.pair_task[staying], d] * scale[d]).astype(np.int64)
-            load = cp_model.LinearExpr.weighted_sum([xs[i] for i in entering] + [xs[i] for i in staying], up.tolist() + down.tolist())
-            constraint = model.add(load <= rhs + int(down.sum()))
-            if rhs < 0:
-                if enter is None:
-                    enter = model.new_bool_var(f"enter{h}")
-                    model.add_hint(enter, False)
-                    for i in entering:
-                        model.add_implication(xs[i], enter)
-                constraint.only_enforce_if(enter)
-
-    # Move budget: free tasks that leave their current host.
-    stays = np.flatnonzero(form.pair_current)
-    if form.move_budget is not None and len(stays) > form.move_budget:
-        model.add(sum(xs[i] for i in stays) >= len(stays) - form.move_budget)
-    move_cost = math.floor(w.moves * OBJECTIVE_SCALE)
-    offset += move_cost * len(stays)
-    terms += [(xs[i], -move_cost) for i in stays]
-
-    # Spread: a (job, host/domain) group that gains a task ends with at most the limit.
-    for g, group in enumerate(form.spread):
-        count = sum(xs[i] for i in group.pairs)
-        constraint = model.add(count <= group.room)
-        if not group.forced:
-            gain = model.new_bool_var(f"gain{g}")
-            model.add_hint(gain, bool(form.pair_base[group.gainers].any()))
-            for i in group.gainers:
-                model.add_implication(xs[i], gain)
-            constraint.only_enforce_if(gain)
-
-    # Soft sensitivity: excess ≥ w·(Σ normalized use − 1), in objective units.
-    for h, k in zip(*np.nonzero(form.sens_active)):
-        ids = np.asarray(by_host.get(int(h), []), dtype=np.int64)
-        coef = np.floor(w.sensitivity * form.sens_use[ids, k] * OBJECTIVE_SCALE).astype(np.int64)
-        const = math.floor(w.sensitivity * (form.sens_fixed[h, k] - 1.0) * OBJECTIVE_SCALE)
-        upper = max(0, int(coef.sum()) + const)
-        if upper == 0:
-            continue
-        excess = model.new_int_var(0, upper, f"excess{h}_{k}")
-        model.add_hint(excess, max(0, int(coef[form.pair_base[ids]].sum()) + const))
-        model.add(excess >= cp_model.LinearExpr.weighted_sum([xs[i] for i in ids], coef.tolist()) + const)
-        terms.append((excess, 1))
-
-    if p.weights.min_rp is not None:  # the --min-rp guard (packer.model.metrics.rp_floors)
-        from packer.model.metrics import rp_floors
-        from packer.solvers.leximin import add_rp_constraints
-
-        add_rp_constraints(model, form, xs, rp_floors(p))
-
-    variables, coefs = zip(*terms) if terms else ((), ())
-    model.minimize(cp_model.LinearExpr.weighted_sum(list(variables), list(coefs)) + offset)
-    return model, x
-
-
-def demand_scale(problem: PlacementProblem) -> np.ndarray:
-    """(D,) integer units per unit of each hard dimension (see the module doc)."""
-    cap = np.where(np.isfinite(problem.capacity), problem.capacity, 0.0)
-    largest = cap.max(axis=0) if len(cap) else np.ones(len(problem.dims))
-    return np.minimum(MAX_DEMAND_SCALE, 2.0**31 / np.maximum(largest, 1e-300))

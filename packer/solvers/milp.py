@@ -1,48 +1,43 @@
-"""The exact placement model as a MILP in PuLP, solved by CBC (bundled) or HiGHS (``highspy``).
+"""The exact model (:mod:`packer.solvers.exact`) as a MILP: PuLP with its bundled CBC, or OR-Tools MathOpt with HiGHS.
 
-Same model as :mod:`packer.solvers.cpsat` (rules and objective:
-:mod:`packer.solvers.formulation`), in floating point: binaries ``x[t,h]`` per
-candidate pair, ``open[h]``, ``enter[h]`` per host already over capacity, ``gain`` per
-spread group (big-M), continuous ``excess[h,k] ≥ Σ_t use·x − 1``.
+Both backends translate the same :class:`~packer.solvers.exact.ExactModel`, in
+floating point: booleans and integers as such, continuous variables as continuous;
+a constraint enforced by literals becomes a big-M constraint whose M is the largest
+the left-hand side can be above the right-hand side (from the variables' bounds).
 
 Tolerances. MILP solvers accept small violations (CBC's primal tolerance is 1e-7),
-so capacity is stated with half of :data:`packer.model.metrics.TOLERANCE` as margin:
-``load ≤ capacity + TOLERANCE/2``. Every returned plan is re-checked with
-:func:`packer.model.metrics.violations` and its objective recomputed with
+so each constraint keeps the margin its rule asks for (capacity: half of
+:data:`packer.model.metrics.TOLERANCE`). Every returned plan is re-checked and its objective recomputed with
 :func:`packer.model.metrics.evaluate`.
 
-Bound. CBC's final lower bound is read from its log ("Objective value" when
-optimal, "Lower bound" when stopped), HiGHS's from ``mip_dual_bound`` (HiGHS runs in a child process: OR-Tools and
-highspy cannot share one, see ``_HIGHS_SCRIPT``); both are
-lowered by 1e-7 relative to cover the solvers' optimality tolerances. HiGHS is
-asked for a zero relative gap so that "optimal" means what it says.
+Bound. HiGHS reports its dual bound (MathOpt's ``objective_bounds.dual_bound``). CBC
+(run by PuLP's ``COIN_CMD`` on the CBC binary PuLP ships) reports no bound: when it
+proves optimality the bound is its objective; when the time limit stops it, the
+bound is the model's LP relaxation solved by GLOP — valid, if weaker. Both are
+lowered by 1e-7 relative to cover the solvers' tolerances. HiGHS is asked for a zero
+relative gap so that "optimal" means what it says. It is OR-Tools' HiGHS: packer never
+imports ``highspy``, and where PuLP has loaded highspy's, :mod:`packer.solvers.native`
+keeps OR-Tools bound to its own.
 
-Start. CBC gets the starting placement as a MIP start (``warmStart``); PuLP's
-HiGHS interface passes no start. CBC runs single-threaded by default, which with a
-fixed seed makes it deterministic unless the time limit cuts it short.
+Start. CBC gets the starting placement as a MIP start (``warmStart``), HiGHS as a
+solution hint. CBC runs single-threaded by default, which with a fixed seed makes it
+deterministic unless the time limit cuts it short.
 """
 from __future__ import annotations
 
-import json
+import datetime
 import logging
 import math
-import re
-import subprocess
-import sys
-import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
-
-# Load OR-Tools' libhighs before PuLP tries highspy's (see _HIGHS_SCRIPT), so that
-# importing this module never breaks CP-SAT.
-from ortools.sat.python import cp_model  # noqa: F401
 import pulp
+from ortools.math_opt.python import mathopt
+from pulp.apis import coin_api
 
-from packer.model.metrics import TOLERANCE, evaluate, violations
+from packer.model.metrics import evaluate
 from packer.model.problem import PlacementProblem
-from packer.solvers.formulation import Formulation, build_formulation, unplaceable_tasks
+from packer.solvers.exact import BOOL, CONT, ExactModel, build_exact_model, unplaceable_tasks
 from packer.solvers.result import SolveResult
 
 log = logging.getLogger(__name__)
@@ -50,7 +45,7 @@ log = logging.getLogger(__name__)
 #: Solver names accepted by :func:`solve_milp`.
 MILP_SOLVERS = ("cbc", "highs")
 
-_SOL_STATUS = {
+_PULP_STATUS = {
     pulp.LpSolutionOptimal: "optimal",
     pulp.LpSolutionIntegerFeasible: "feasible",
     pulp.LpSolutionInfeasible: "infeasible",
@@ -59,18 +54,87 @@ _SOL_STATUS = {
 }
 
 
-def solve_milp(
-    problem: PlacementProblem,
-    *,
-    solver: str = "cbc",
-    time_limit: float = 10.0,
-    seed: int = 0,
-    threads: int = 1,
-) -> SolveResult:
-    """Solve the whole instance with PuLP and ``solver`` ("cbc" or "highs"); ``time_limit`` in seconds.
+def _normalized(model: ExactModel):
+    """Each constraint as ``(vars, coefs, sense, rhs, enforce)`` with ≥ turned into ≤ and the physical margin applied."""
+    for c in model.constraints:
+        if c.sense == "==":
+            yield c.vars, c.coefs, "==", c.rhs, c.enforce
+            continue
+        sign = -1.0 if c.sense == ">=" else 1.0
+        rhs = sign * c.rhs - c.margin
+        yield c.vars, sign * c.coefs, "<=", rhs, c.enforce
+    implication = np.array([1.0, -1.0])
+    for a, b in model.implications:
+        yield np.array([a, b]), implication, "<=", 0.0, ()
 
-    Returns status "infeasible" with the tasks named when some task has no host to
-    be on (see :func:`packer.solvers.formulation.unplaceable_tasks`).
+
+def _big_m(model: ExactModel, variables: np.ndarray, coefs: np.ndarray, rhs: float) -> float:
+    """How far ``Σ coefs·variables`` can exceed ``rhs`` given the variables' bounds (0 when it never can)."""
+    lb, ub = np.asarray(model.var_lb)[variables], np.asarray(model.var_ub)[variables]
+    return max(0.0, float(np.maximum(coefs * lb, coefs * ub).sum()) - rhs)
+
+
+def to_pulp(model: ExactModel) -> tuple[pulp.LpProblem, list]:
+    """The PuLP model of ``model`` with its hints as initial values; returns it and one variable per model variable."""
+    lp = pulp.LpProblem("placement", pulp.LpMinimize)
+    handles = []
+    for i, (kind, lb, ub, hint) in enumerate(zip(model.var_kind, model.var_lb, model.var_ub, model.var_hint)):
+        cat = pulp.LpBinary if kind == BOOL else pulp.LpContinuous
+        var = lp.add_variable(f"v{i}", lowBound=None if kind == BOOL else lb, upBound=None if kind == BOOL else ub, cat=cat)
+        var.setInitialValue(int(round(hint)) if kind == BOOL else hint)
+        handles.append(var)
+    for variables, coefs, sense, rhs, enforce in _normalized(model):
+        expr = pulp.lpSum(float(a) * handles[v] for v, a in zip(variables, coefs))
+        if sense == "==":
+            lp += expr == rhs
+            continue
+        if enforce:
+            m = _big_m(model, variables, coefs, rhs)
+            if m == 0.0:
+                continue
+            lp += expr <= rhs + m * (len(enforce) - pulp.lpSum(handles[e] for e in enforce))
+        else:
+            lp += expr <= rhs
+    lp += pulp.lpSum(float(a) * handles[v] for v, a in zip(model.obj_vars, model.obj_coefs))
+    return lp, handles
+
+
+def to_mathopt(model: ExactModel, relax: bool = False) -> tuple[mathopt.Model, list]:
+    """The MathOpt model of ``model`` (``relax``: every variable continuous, for the LP relaxation)."""
+    mo = mathopt.Model(name="placement")
+    handles = []
+    for kind, lb, ub, name in zip(model.var_kind, model.var_lb, model.var_ub, model.var_name):
+        handles.append(mo.add_variable(lb=lb, ub=ub, is_integer=(kind != CONT and not relax), name=name))
+    for variables, coefs, sense, rhs, enforce in _normalized(model):
+        expr = mathopt.LinearSum(float(a) * handles[v] for v, a in zip(variables, coefs))
+        if sense == "==":
+            mo.add_linear_constraint(expr == rhs)
+            continue
+        if enforce:
+            m = _big_m(model, variables, coefs, rhs)
+            if m == 0.0:
+                continue
+            mo.add_linear_constraint(expr + mathopt.LinearSum(m * handles[e] for e in enforce) <= rhs + m * len(enforce))
+        else:
+            mo.add_linear_constraint(expr <= rhs)
+    mo.minimize(mathopt.LinearSum(float(a) * handles[v] for v, a in zip(model.obj_vars, model.obj_coefs)))
+    return mo, handles
+
+
+def lp_relaxation_bound(model: ExactModel) -> float | None:
+    """The model's LP relaxation optimum (GLOP; objective units, without the constant), None if GLOP does not prove it."""
+    mo, _ = to_mathopt(model, relax=True)
+    result = mathopt.solve(mo, mathopt.SolverType.GLOP)
+    if result.termination.reason != mathopt.TerminationReason.OPTIMAL:
+        return None
+    return float(result.termination.objective_bounds.dual_bound)
+
+
+def solve_milp(problem: PlacementProblem, *, solver: str = "cbc", time_limit: float = 10.0, seed: int = 0, threads: int = 1) -> SolveResult:
+    """Solve the whole instance with ``solver`` ("cbc": PuLP and CBC; "highs": MathOpt and HiGHS); ``time_limit`` in seconds.
+
+    Returns status "infeasible" with the tasks named when some task has no host to be
+    on (see :func:`packer.solvers.exact.unplaceable_tasks`).
     """
     if solver not in MILP_SOLVERS:
         raise ValueError(f"unknown MILP solver '{solver}'; known: {', '.join(MILP_SOLVERS)}")
@@ -78,17 +142,15 @@ def solve_milp(
     stuck = unplaceable_tasks(problem)
     if len(stuck):
         return SolveResult.infeasible(problem.current, problem.task_ids[stuck].tolist(), solver, time.perf_counter() - t0)
-    form = build_formulation(problem)
-    lp, x, offset = _build_model(form)
-    with tempfile.TemporaryDirectory(prefix="packer-milp-") as tmp:
-        run = _run_cbc if solver == "cbc" else _run_highs
-        status, model_bound = run(lp, Path(tmp), time_limit, seed, threads)
-
+    model = build_exact_model(problem)
+    run = _run_cbc if solver == "cbc" else _run_highs
+    status, values, model_bound = run(model, time_limit, seed, threads)
+    form = model.form
     bound = -math.inf
     if status in ("optimal", "feasible"):
-        chosen = np.array([v.varValue or 0.0 for v in x]) > 0.5
+        chosen = values[model.x] > 0.5
         assign = form.assignment(chosen)
-        broken = violations(problem, assign)
+        broken = [v for rule in problem.rules for v in rule.violations(problem, assign)]
         if broken or np.bincount(form.pair_task[chosen], minlength=problem.n_tasks)[form.free].max(initial=1) != 1:
             raise RuntimeError(f"{solver} returned an invalid placement: {'; '.join(broken) or 'a task on several hosts'}")
     else:
@@ -97,183 +159,46 @@ def solve_milp(
         log.error("%s declared a model infeasible that the starting placement satisfies; returning the starting placement", solver)
         status = "feasible"
     elif model_bound is not None and math.isfinite(model_bound):
-        bound = model_bound + offset + form.constant
+        bound = model_bound + model.constant
         bound -= 1e-7 * max(1.0, abs(bound))
-    return SolveResult(
-        assign=assign,
-        status=status,
-        objective=evaluate(problem, assign).objective,
-        bound=bound,
-        solver=solver,
-        wall_s=time.perf_counter() - t0,
-        stats={
-            "free_tasks": len(form.free),
-            "hosts": len(form.hosts),
-            "variables": lp.numVariables(),
-            "constraints": lp.numConstraints(),
-        },
-    )
+    return SolveResult(assign=assign, status=status, objective=evaluate(problem, assign).objective, bound=bound, solver=solver,
+                       wall_s=time.perf_counter() - t0,
+                       stats={"free_tasks": len(form.free), "hosts": len(form.hosts), "variables": model.n_vars,
+                              "constraints": len(model.constraints) + len(model.implications)})
 
 
-def _run_cbc(lp: pulp.LpProblem, tmp: Path, time_limit: float, seed: int, threads: int) -> tuple[str, float | None]:
-    """Solve with PuLP's bundled CBC from the initial values; returns the status and CBC's bound (model units)."""
-    log_path = tmp / "cbc.log"
-    engine = pulp.PULP_CBC_CMD(
-        msg=False,
-        timeLimit=time_limit,
-        threads=threads,
-        warmStart=True,
-        logPath=str(log_path),
-        options=[f"randomSeed {seed + 1}", f"randomCbcSeed {seed + 1}"],
-    )
+def _run_cbc(model: ExactModel, time_limit: float, seed: int, threads: int) -> tuple[str, np.ndarray, float | None]:
+    """Solve with CBC from the hints; the status, every variable's value and a bound (objective units, without the constant)."""
+    lp, handles = to_pulp(model)
+    engine = pulp.COIN_CMD(path=coin_api.pulp_cbc_path, msg=False, timeLimit=time_limit, threads=threads, warmStart=True,
+                           options=[f"randomSeed {seed + 1}", f"randomCbcSeed {seed + 1}"])
     lp.solve(engine)
-    return _SOL_STATUS.get(lp.sol_status, "timeout"), _cbc_bound(log_path.read_text())
+    status = _PULP_STATUS.get(lp.sol_status, "timeout")
+    values = np.array([v.varValue or 0.0 for v in handles])
+    if status == "optimal":
+        bound = float(pulp.value(lp.objective) or 0.0)
+    else:
+        bound = lp_relaxation_bound(model)
+    return status, values, bound
 
 
-# OR-Tools and highspy ship different builds of the same libhighs.so.1; in one process
-# the first one loaded wins and the other package fails to import (with ortools
-# first, PuLP's in-process HiGHS reports "Not Available"; with highspy first,
-# CP-SAT cannot be imported). HiGHS therefore runs in a child process on an MPS file.
-_HIGHS_SCRIPT = """
-import json, sys
-import highspy
-mps, out, time_limit, seed, threads = sys.argv[1:6]
-h = highspy.Highs()
-h.setOptionValue("output_flag", False)
-h.setOptionValue("time_limit", float(time_limit))
-h.setOptionValue("random_seed", int(seed))
-h.setOptionValue("threads", int(threads))
-h.setOptionValue("mip_rel_gap", 0.0)
-h.readModel(mps)
-h.run()
-info = h.getInfo()
-found = info.primal_solution_status == 2
-with open(out, "w") as f:
-    json.dump({"status": h.modelStatusToString(h.getModelStatus()), "found": found, "bound": info.mip_dual_bound,
-               "names": list(h.getLp().col_names_), "values": list(h.getSolution().col_value) if found else []}, f)
-"""
-
-
-def _run_highs(lp: pulp.LpProblem, tmp: Path, time_limit: float, seed: int, threads: int) -> tuple[str, float | None]:
-    """Solve with HiGHS (``highspy``) in a child process; sets the variables' values; returns the status and HiGHS's bound."""
-    mps, out = tmp / "model.mps", tmp / "solution.json"
-    lp.writeMPS(str(mps))
-    done = subprocess.run(
-        [sys.executable, "-c", _HIGHS_SCRIPT, str(mps), str(out), str(time_limit), str(seed), str(threads)],
-        capture_output=True,
-        text=True,
-        timeout=time_limit + 60,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"HiGHS failed: {done.stderr.strip()[-2000:]}")
-    answer = json.loads(out.read_text())
-    variables = lp.variablesDict()
-    for name, value in zip(answer["names"], answer["values"]):
-        variables[name].varValue = value
-    if answer["status"] == "Optimal":
+def _run_highs(model: ExactModel, time_limit: float, seed: int, threads: int) -> tuple[str, np.ndarray, float | None]:
+    """Solve with HiGHS through MathOpt from a hint; the status, every variable's value and HiGHS's dual bound."""
+    mo, handles = to_mathopt(model)
+    hint = mathopt.SolutionHint(variable_values={var: float(value) for var, value in zip(handles, model.var_hint)})
+    params = mathopt.SolveParameters(time_limit=datetime.timedelta(seconds=float(time_limit)), random_seed=int(seed),
+                                     relative_gap_tolerance=0.0)
+    result = mathopt.solve(mo, mathopt.SolverType.HIGHS, params=params, model_params=mathopt.ModelSolveParameters(solution_hints=[hint]))
+    reason = result.termination.reason
+    found = result.has_primal_feasible_solution()
+    if reason == mathopt.TerminationReason.OPTIMAL:
         status = "optimal"
-    elif answer["found"]:
+    elif found:
         status = "feasible"
-    elif answer["status"] == "Infeasible":
+    elif reason in (mathopt.TerminationReason.INFEASIBLE, mathopt.TerminationReason.INFEASIBLE_OR_UNBOUNDED):
         status = "infeasible"
     else:
         status = "timeout"
-    return status, answer["bound"]
-
-
-def _cbc_bound(text: str) -> float | None:
-    """CBC's final lower bound from its log: "Lower bound" if it stopped early, else the optimal "Objective value"."""
-    for label in ("Lower bound:", "Objective value:"):
-        found = re.findall(rf"^{label}\s*([-+0-9.eE]+)", text, flags=re.MULTILINE)
-        if found:
-            return float(found[-1])
-    return None
-
-
-def _build_model(form: Formulation) -> tuple[pulp.LpProblem, list[pulp.LpVariable], float]:
-    """The MILP of ``form`` with the base placement as initial values.
-
-    Returns the problem, the x variables and the objective's constant (PuLP passes
-    no constant to the solver): the moves' term is ``w.moves·(staying pairs − Σ x_stay)``.
-    """
-    p = form.problem
-    w = p.weights
-    lp = pulp.LpProblem("placement", pulp.LpMinimize)
-    x = [lp.add_variable(f"x{i}", cat=pulp.LpBinary) for i in range(form.n_pairs)]
-    for var, value in zip(x, form.pair_base):
-        var.setInitialValue(int(value))
-    objective: list = []
-
-    # Each free task on exactly one of its candidate hosts.
-    for i in range(len(form.free)):
-        lp += pulp.lpSum(x[form.task_start[i] : form.task_start[i + 1]]) == 1
-
-    by_host = form.pairs_by_host()
-
-    # open[h] = the host holds a task; hosts with a fixed task are open anyway (in the constant).
-    for h in form.model_hosts:
-        ids = by_host.get(int(h), [])
-        if not ids:
-            continue
-        is_open = lp.add_variable(f"open{h}", cat=pulp.LpBinary)
-        is_open.setInitialValue(int(form.pair_base[ids].any()))
-        for i in ids:
-            lp += x[i] <= is_open
-        lp += is_open <= pulp.lpSum(x[i] for i in ids)
-        objective.append(float(p.open_weight[h]) * is_open)
-
-    # Capacity: the load change against base within the slack; a host already over
-    # capacity in base keeps its load unless a task enters it.
-    for h in form.hosts:
-        ids = np.asarray(by_host.get(int(h), []), dtype=np.int64)
-        entering = ids[~form.pair_base[ids]]
-        if len(entering) == 0:
-            continue
-        staying = ids[form.pair_base[ids]]
-        enter = None
-        for d in range(len(p.dims)):
-            slack = form.slack[h, d] - TOLERANCE / 2
-            up = p.demand[form.pair_task[entering], d]
-            if not math.isfinite(slack) or up.sum() <= slack:
-                continue
-            down = p.demand[form.pair_task[staying], d]
-            load = pulp.lpSum(float(c) * x[i] for c, i in zip(up, entering)) + pulp.lpSum(float(c) * x[i] for c, i in zip(down, staying))
-            rhs = slack + float(down.sum())
-            if slack < 0:
-                if enter is None:
-                    enter = lp.add_variable(f"enter{h}", cat=pulp.LpBinary)
-                    enter.setInitialValue(0)
-                    for i in entering:
-                        lp += x[i] <= enter
-                rhs = rhs - slack * (1 - enter)
-            lp += load <= rhs
-
-    # Move budget: free tasks that leave their current host.
-    stays = np.flatnonzero(form.pair_current)
-    if form.move_budget is not None and len(stays) > form.move_budget:
-        lp += pulp.lpSum(x[i] for i in stays) >= len(stays) - form.move_budget
-    objective.append(-w.moves * pulp.lpSum(x[i] for i in stays))
-
-    # Spread: a (job, host/domain) group that gains a task ends with at most the limit.
-    for g, group in enumerate(form.spread):
-        count = pulp.lpSum(x[i] for i in group.pairs)
-        if group.forced:
-            lp += count <= group.room
-            continue
-        gain = lp.add_variable(f"gain{g}", cat=pulp.LpBinary)
-        gain.setInitialValue(int(form.pair_base[group.gainers].any()))
-        for i in group.gainers:
-            lp += x[i] <= gain
-        most = len(np.unique(form.pair_task[group.pairs]))
-        lp += count <= group.room + max(0, most - group.room) * (1 - gain)
-
-    # Soft sensitivity: excess ≥ Σ normalized use − 1.
-    for h, k in zip(*np.nonzero(form.sens_active)):
-        ids = by_host.get(int(h), [])
-        excess = lp.add_variable(f"excess{h}_{k}", lowBound=0)
-        excess.setInitialValue(max(0.0, float(form.sens_fixed[h, k] + form.sens_use[ids, k][form.pair_base[ids]].sum() - 1.0)))
-        lp += excess >= pulp.lpSum(float(form.sens_use[i, k]) * x[i] for i in ids) + float(form.sens_fixed[h, k] - 1.0)
-        objective.append(w.sensitivity * excess)
-
-    lp += pulp.lpSum(objective)
-    return lp, x, w.moves * len(stays)
+    values = np.array(list(result.variable_values(handles))) if found else np.zeros(len(handles))
+    bound = result.termination.objective_bounds.dual_bound
+    return status, values, float(bound) if math.isfinite(bound) else None

@@ -1,26 +1,31 @@
-"""One solve, end to end: build the problem a configuration describes, pick a solver, attach a bound.
+"""One solve: pick the solver a problem's rules allow, run it, attach a bound.
 
-This is the layer the ``packer solve`` command and the verifier share, so a plan is
+This is the layer the ``packer solve`` command, the sweep and the verifier share
+(:func:`packer.plan.context.problem_from_context` builds the problem), so a plan is
 verified against exactly the problem it was solved on, rebuilt from the inputs.
 
-Solvers (``--solver``):
+Solvers (``--solver``) and the strategy each belongs to
+(:data:`packer.rules.base.STRATEGIES`):
 
-* ``engine`` — the scalable engine (:mod:`packer.solvers.engine`);
-* ``cpsat`` — the exact CP-SAT model of the whole instance;
-* ``cbc`` / ``highs`` — the exact PuLP MILP model with that backend;
+* ``engine`` — the scalable engine (:mod:`packer.solvers.engine`), strategy ``engine``;
+* ``cpsat`` — the exact CP-SAT model of the whole instance, strategy ``exact``;
+* ``cbc`` / ``highs`` — the exact MILP model with that backend, strategy ``exact``;
 * ``auto`` — the exact MILP with CBC up to :data:`AUTO_EXACT_MAX_TASKS` tasks (it
   proves optimality there in seconds; CP-SAT finds the same plans but its bound on
-  this model stays weak, see benchmarks/RESULTS.md), the engine above;
+  this model stays weak, see benchmarks/RESULTS.md) when every rule of the problem
+  is honoured by the exact models, the engine otherwise;
 * ``baseline-random``, ``baseline-least-loaded``, ``baseline-ffd``, ``baseline-paragon``,
-  ``baseline-tarcil`` — the comparison policies of :mod:`packer.solvers.baselines` (same
-  inputs and move budget; no bound, and they ignore the time limit).
+  ``baseline-tarcil`` — the comparison policies of :mod:`packer.solvers.baselines`
+  (same inputs and move budget; no bound, and they ignore the time limit), strategy
+  ``baselines``.
 
-Goal ``fair`` (leximin relative performance, :mod:`packer.solvers.leximin`): ``auto``
-is the exact iterated CP-SAT up to :data:`LEXIMIN_EXACT_MAX_TASKS` tasks and the
-scalable greedy above; ``cpsat`` / ``engine`` choose one. A ``min_rp`` guard
-(``--min-rp``) is honoured by the engine and CP-SAT; ``auto`` then uses CP-SAT for small
-instances, and the MILP models and baselines refuse it. A ``max_new_at_risk`` guard
-(``--max-new-at-risk``) is honoured by the engine only (``auto`` uses it at every size).
+Goal ``fair`` (leximin relative performance, :mod:`packer.solvers.leximin`, strategy
+``fair``): ``auto`` is the exact iterated CP-SAT up to :data:`LEXIMIN_EXACT_MAX_TASKS`
+tasks and the scalable greedy above; ``cpsat`` / ``engine`` choose one.
+
+Each rule declares the strategies that honour it; :func:`check_support` refuses a
+solver whose strategy some rule of the problem lacks (e.g. the tasks-at-risk guard
+is honoured by the engine only, the relative-performance guard not by the baselines).
 
 Every result carries a bound on its objective: the exact models' own dual bound,
 or for the engine one derived from :mod:`packer.solvers.bounds` — for move-bounded
@@ -32,25 +37,21 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import numpy as np
-import pandas as pd
 
-from packer.solvers.baselines import BASELINES, run_baseline
-from packer.solvers.bounds import freeable_cost_bound, repack_cost_bound
 from packer.errors import InputError
 from packer.model.metrics import evaluate
-from packer.plan.plan import PlanContext
-from packer.io.presets import Preset
-from packer.model.problem import PlacementProblem, build_problem
+from packer.model.problem import PlacementProblem
+from packer.solvers.baselines import BASELINES, run_baseline
+from packer.solvers.bounds import freeable_cost_bound, repack_cost_bound
+from packer.solvers.cpsat import solve_cpsat
 from packer.solvers.engine import EngineConfig, Progress, solve_engine
-from packer.solvers.formulation import unplaceable_tasks
+from packer.solvers.exact import unplaceable_tasks
+from packer.solvers.leximin import solve_leximin_engine, solve_leximin_exact
+from packer.solvers.milp import solve_milp
 from packer.solvers.result import SolveResult
-from packer.io.trace import Trace
-
-if TYPE_CHECKING:
-    from packer.characterize.characterization import Characterization
 
 log = logging.getLogger(__name__)
 
@@ -63,55 +64,40 @@ AUTO_EXACT_MAX_TASKS = 200
 EXACT_MAX_PAIRS = {"cpsat": 1_000_000, "cbc": 100_000, "highs": 100_000}
 #: Largest instance the ``fair`` goal solves exactly under ``--solver auto``.
 LEXIMIN_EXACT_MAX_TASKS = 60
+#: The solvers of each strategy, as messages name them.
+STRATEGY_SOLVERS = {"engine": "the engine solver", "exact": "the exact solvers (cpsat, cbc, highs)",
+                    "fair": "the fair goal's solvers", "baselines": "the baseline policies"}
+
+
+def strategy_of(problem: PlacementProblem, solver: str) -> str:
+    """The strategy (:data:`packer.rules.base.STRATEGIES`) that ``solver`` (a name of :data:`SOLVERS` but ``auto``) runs for ``problem``."""
+    if problem.fair:
+        return "fair"
+    if solver in BASELINES:
+        return "baselines"
+    return "engine" if solver == "engine" else "exact"
+
+
+def check_support(problem: PlacementProblem, strategy: str, solver: str | None = None) -> None:
+    """Raise :class:`InputError` naming every rule of ``problem`` that ``strategy`` does not honour, and the solvers that do.
+
+    ``solver``: the name the user chose, for the message (default: the strategy).
+    """
+    reasons = [f"the rule '{rule.name}' is honoured by {_joined([STRATEGY_SOLVERS[s] for s in rule.strategies])}, "
+               f"not by '{solver or strategy}'" for rule in problem.rules if strategy not in rule.strategies]
+    if reasons:
+        raise InputError("; ".join(reasons))
+
+
+def _joined(names: list[str]) -> str:
+    """Names joined as in a sentence: a; a and b; a, b and c."""
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def candidate_pairs(problem: PlacementProblem) -> int:
     """Task-host pairs an exact whole-instance model has: eligible hosts per task, plus its current host."""
     hosts_per_arch = np.bincount(problem.host_arch, minlength=len(problem.arch_names))
     return int((problem.eligible.astype(np.int64) @ hosts_per_arch).sum()) + problem.n_tasks
-
-
-def problem_from_context(
-    trace: Trace,
-    preset: Preset,
-    context: PlanContext,
-    profiles: pd.DataFrame | None = None,
-    progress: Callable[[int], None] | None = None,
-    characterization: Characterization | None = None,
-) -> PlacementProblem:
-    """The problem ``context`` describes, computed from the trace (profiles and characterization as recorded).
-
-    ``profiles`` may be passed to reuse a profiling run made with the same options;
-    ``progress`` is called with usage rows read while profiling; ``characterization``
-    may be passed to reuse a :func:`packer.characterize.characterization.characterize` run made on those
-    profiles with the context's options (its scores and class labels are used as they are).
-    """
-    if profiles is None and (preset.percentiles or preset.sensitivity):
-        from packer.characterize.profile import profile_tasks
-
-        profiles = profile_tasks(trace, context.percentiles, context.window_s, skip_invalid=context.skip_invalid_usage, progress=progress).profiles
-    scores = task_class = None
-    if preset.sensitivity:
-        result = characterization if characterization is not None else characterize_from_context(trace, profiles, context)
-        scores = result.scores.tasks
-        # Workload class labels ("<type>/<class>") for the per-class relative-performance report.
-        labels = result.tasks.set_index("task_id")[["type", "class"]].reindex(trace.tasks["task_id"]).astype(str)
-        task_class = (labels["type"] + "/" + labels["class"]).to_numpy(dtype=str)
-    problem = build_problem(trace, preset, profiles, scores, max_moves=context.max_moves, spread_host=context.spread_host,
-                            spread_domain=context.spread_domain, weights=context.weights, sensitivity_basis=context.sensitivity_basis)
-    return problem if task_class is None else problem.with_(task_class=task_class)
-
-
-def characterize_from_context(trace: Trace, profiles: pd.DataFrame, context: PlanContext) -> Characterization:
-    """The characterization ``context`` records (classes, class scores, basis), computed from the trace's profiles."""
-    from packer.characterize.characterization import characterize
-    from packer.characterize.classes import read_reference_classes
-    from packer.characterize.sensitivity import DEFAULT_SENSITIVITY
-
-    reference = read_reference_classes(context.classes_from) if context.classes_from else None
-    return characterize(trace, profiles, k=context.k, kmax=context.kmax, seed=context.characterize_seed,
-                        sensitivity=context.sensitivity or DEFAULT_SENSITIVITY, percentile=context.characterize_percentile,
-                        aggregate=context.class_scores, basis=context.sensitivity_basis, reference=reference)
 
 
 def tasks_that_fit_nowhere(problem: PlacementProblem) -> np.ndarray:
@@ -148,38 +134,27 @@ def run_solver(
     seed: int = 0,
     progress: Callable[[Progress], None] | None = None,
 ) -> SolveResult:
-    """Solve ``problem`` with ``solver`` within ``time_limit`` seconds and attach a bound (see module doc)."""
+    """Solve ``problem`` with ``solver`` within ``time_limit`` seconds and attach a bound (see module doc).
+
+    Raises :class:`InputError` when the solver does not honour a rule of the problem (:func:`check_support`).
+    """
     oversized = tasks_that_fit_nowhere(problem)
     if len(oversized):
         return SolveResult.infeasible(problem.current, problem.task_ids[oversized].tolist(), solver, 0.0)
-    if problem.weights.goal == "fair":
+    if problem.fair:
         return _run_fair(problem, solver, time_limit, seed)
-    if problem.weights.max_new_at_risk is not None:
-        if not problem.sens_dims:
-            raise InputError("--max-new-at-risk counts tasks at risk of interference, which needs a configuration with "
-                             "sensitivity (--config p99-sens)")
-        if solver not in ("auto", "engine"):
-            raise InputError(f"--max-new-at-risk is honoured by the engine solver, not by '{solver}'")
-        solver = "engine"
-    if problem.weights.min_rp is not None:
-        if solver not in ("auto", "engine", "cpsat"):
-            raise InputError(f"--min-rp is honoured by the engine and cpsat solvers, not by '{solver}'")
-        if solver == "auto":
-            solver = "cpsat" if problem.n_tasks <= AUTO_EXACT_MAX_TASKS else "engine"
     if solver == "auto":
-        solver = "cbc" if problem.n_tasks <= AUTO_EXACT_MAX_TASKS else "engine"
+        exact = problem.n_tasks <= AUTO_EXACT_MAX_TASKS and all("exact" in rule.strategies for rule in problem.rules)
+        solver = "cbc" if exact else "engine"
+    check_support(problem, strategy_of(problem, solver), solver)
     if solver in EXACT_MAX_PAIRS and candidate_pairs(problem) > EXACT_MAX_PAIRS[solver]:
         raise InputError(f"the exact {solver} model of this instance would have {candidate_pairs(problem):,} task-host pairs "
                          f"(more than {EXACT_MAX_PAIRS[solver]:,}: it would not stop within the time limit); use --solver engine or auto")
     if solver in BASELINES:
         return run_baseline(problem, solver, seed)
     if solver == "cpsat":
-        from packer.solvers.cpsat import solve_cpsat
-
         return solve_cpsat(problem, time_limit=time_limit, seed=seed)
     if solver in ("cbc", "highs"):
-        from packer.solvers.milp import solve_milp
-
         return solve_milp(problem, solver=solver, time_limit=time_limit, seed=seed)
     stuck = unplaceable_tasks(problem)
     if len(stuck):
@@ -207,10 +182,9 @@ def run_solver(
 
 def _run_fair(problem: PlacementProblem, solver: str, time_limit: float, seed: int) -> SolveResult:
     """The ``fair`` goal: exact leximin (CP-SAT) on small instances, the scalable greedy on fleets."""
-    from packer.solvers.leximin import solve_leximin_engine, solve_leximin_exact
-
     if solver not in ("auto", "engine", "cpsat"):
         raise InputError(f"--goal fair is solved by the engine and cpsat solvers, not by '{solver}'")
+    check_support(problem, "fair", solver)
     stuck = unplaceable_tasks(problem)
     if len(stuck):
         return SolveResult.infeasible(problem.current, problem.task_ids[stuck].tolist(), solver, 0.0)

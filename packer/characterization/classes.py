@@ -9,7 +9,7 @@ Features (per task):
 
 * ``cpu``: p99 cores on the current host converted to cores of the fleet's
   reference architecture (Broadwell18 for the paper's catalog) through per-core
-  throughput (:mod:`packer.characterize.normalize`), so tasks on different architectures are
+  throughput (:mod:`packer.characterization.normalize`), so tasks on different architectures are
   comparable; ``mem`` GiB; ``net`` Gbps.
 * each feature is ``log1p``-transformed (usage is heavy-tailed: without it a few
   huge tasks become their own clusters and the rest collapse into one), then
@@ -64,7 +64,7 @@ from sklearn.cluster import KMeans, MiniBatchKMeans
 
 from packer.errors import InputError, Problem
 from packer.io.fleet import Fleet
-from packer.characterize.normalize import reference_arch, to_compute_units, to_reference_cores
+from packer.characterization.normalize import reference_arch, to_compute_units, to_reference_cores
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ similarly"). Classes are per umbrella type, as the clustering is, so a class is 
    Table II classes are Type II clusters, Fig. 2);
 3. a class with no scores takes those of the nearest scored class: the one whose
    centre is nearest to its own, in the clustering's standardized log space of its
-   type (:mod:`packer.characterize.classes`; CPU in reference cores, so centres of different
+   type (:mod:`packer.characterization.classes`; CPU in reference cores, so centres of different
    umbrella types compare), own type first and the higher (more sensitive) level
    on a tie; without centres, the nearest class level (the same level in another
    type before a neighbouring one). So every task gets scores whatever host it
@@ -48,7 +48,7 @@ Every assigned score carries ``measured_on``, the architecture it is expressed o
 Missing scores. An empty score cell is an error unless the table is loaded with
 ``allow_missing`` (``packer characterize --infer``); :func:`fill_missing_scores`
 then fills the empty cells of the measured rows by collaborative filtering
-(:mod:`packer.characterize.infer`) before the assignment above.
+(:mod:`packer.characterization.infer`) before the assignment above.
 
 Validation: a missing column, an architecture not in the fleet, an empty or
 non-numeric score, a score outside [0, 5], a bad ``measured`` value, duplicate
@@ -65,10 +65,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from packer.characterize.classes import class_level
+from packer.characterization.classes import class_level
 from packer.errors import InputError, Problem
 from packer.io.fleet import MODELS_DIR, Fleet
-from packer.characterize.normalize import SENSITIVITY_DIMS, translate_sensitivity
+from packer.characterization.normalize import SENSITIVITY_DIMS, translate_sensitivity
 from packer.io.validate import problem_if
 
 log = logging.getLogger(__name__)
@@ -199,7 +199,7 @@ def _on_reference(rows: pd.DataFrame, dims: tuple[str, ...], ref: str, fleet: Fl
 
 
 def fill_missing_scores(table: SensitivityTable, fleet: Fleet, seed: int = 0) -> tuple[SensitivityTable, pd.DataFrame]:
-    """Fill empty score cells of the measured rows by collaborative filtering (:func:`packer.characterize.infer.infer_scores`).
+    """Fill empty score cells of the measured rows by collaborative filtering (:func:`packer.characterization.infer.infer_scores`).
 
     The measured rows are expressed on one reference architecture with Eq. 1
     (the architecture most of them were measured on), giving a rows × dimensions
@@ -207,9 +207,9 @@ def fill_missing_scores(table: SensitivityTable, fleet: Fleet, seed: int = 0) ->
     to each row's architecture and clipped to [0, 5]; the row's ``inferred``
     column lists the filled dimensions. Returns the new table and one row per
     inferred entry: ``service``, ``class``, ``arch``, ``dim``, ``score``,
-    ``confidence`` (1 − expected relative error, from :mod:`packer.characterize.infer`).
+    ``confidence`` (1 − expected relative error, from :mod:`packer.characterization.infer`).
     """
-    from packer.characterize.infer import infer_scores
+    from packer.characterization.infer import infer_scores
 
     dims = list(table.dims)
     rows = table.rows.copy()
@@ -305,10 +305,10 @@ def assign_scores(classified: pd.DataFrame, table: SensitivityTable, fleet: Flee
 
     ``classified`` has one row per task with ``task_id``, ``service`` (may be
     null), ``type``, ``class`` and ``class_level`` (as from
-    :func:`packer.characterize.classes.classify_tasks` joined with the trace's services).
+    :func:`packer.characterization.classes.classify_tasks` joined with the trace's services).
     ``aggregate``: how a class's scores are formed from its measured services,
     ``mean`` or ``max`` (module doc, rule 2). ``centroids``: the class centres
-    (:class:`packer.characterize.classes.ClassResult` ``.centroids``) that rule 3 measures
+    (:class:`packer.characterization.classes.ClassResult` ``.centroids``) that rule 3 measures
     distances between; None ranks classes by level only.
     """
     if aggregate not in CLASS_AGGREGATES:

@@ -1,7 +1,7 @@
 """Characterization: workload classes, sensitivity per task and its normalization per architecture.
 
-:func:`characterize` ties :mod:`packer.characterize.classes`, :mod:`packer.characterize.sensitivity` and
-:mod:`packer.characterize.normalize` together; :func:`write_characterization` writes the
+:func:`characterize` ties :mod:`packer.characterization.classes`, :mod:`packer.characterization.sensitivity` and
+:mod:`packer.characterization.normalize` together; :func:`write_characterization` writes the
 result folder atomically:
 
 * ``tasks.parquet``: one row per task, see :func:`task_table`;
@@ -23,10 +23,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from packer.io.atomic import atomic_dir
-from packer.characterize.classes import DEFAULT_KMAX, ClassResult, classify_tasks
+from packer.characterization.classes import DEFAULT_KMAX, ClassResult, classify_tasks
 from packer.errors import InputError, Problem
 from packer.io.fleet import Fleet
-from packer.characterize.normalize import (
+from packer.characterization.normalize import (
     DEFAULT_SENSITIVITY_BASIS,
     NormalizedSensitivity,
     check_basis,
@@ -36,7 +36,7 @@ from packer.characterize.normalize import (
     sensitivity_demand,
     to_compute_units,
 )
-from packer.characterize.sensitivity import (
+from packer.characterization.sensitivity import (
     DEFAULT_CLASS_AGGREGATE,
     DEFAULT_SENSITIVITY,
     SensitivityAssignment,
@@ -47,6 +47,7 @@ from packer.characterize.sensitivity import (
 )
 from packer.io.trace import Trace
 from packer.io.validate import problem_if
+from packer.report.markdown import cell_text, markdown_table
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +105,7 @@ def task_table(classes: ClassResult, services: pd.Series, scores: SensitivityAss
     ``mem_gib``, ``net_gbps``; ``need_cu`` (requested CPU in compute units, what a
     score is a fraction of on the ``need`` basis); per sensitivity dimension d:
     ``d_sens`` (score as measured on ``measured_on``), ``d_sens_demand`` (the linear
-    "sensitivity as a resource" demand on ``basis``, :func:`packer.characterize.normalize.sensitivity_demand`)
+    "sensitivity as a resource" demand on ``basis``, :func:`packer.characterization.normalize.sensitivity_demand`)
     and ``d_sens_<arch>`` (Eq. 1 normalized score on each architecture);
     ``measured_on``, ``score_source``, ``score_class``, ``scores_inferred``; ``eligible_archs`` and
     ``ineligible_archs`` (``|``-separated; by sensitivity only: a task's
@@ -149,15 +150,15 @@ def characterize(
     """Classes, sensitivity scores and per-architecture eligibility for every task of ``trace``.
 
     ``profiles``: one row per task with ``task_id`` and ``{cpu,mem,net}_pNN``
-    (cores on the current host, GiB, Gbps), as :func:`packer.characterize.profile.profile_tasks`
+    (cores on the current host, GiB, Gbps), as :func:`packer.characterization.profile.profile_tasks`
     gives. ``sensitivity``: a table path (validated against the trace's fleet and
     services) or a loaded table. ``infer``: accept empty score cells in the table
-    and fill them by collaborative filtering (:func:`packer.characterize.sensitivity.fill_missing_scores`).
+    and fill them by collaborative filtering (:func:`packer.characterization.sensitivity.fill_missing_scores`).
     ``aggregate``: how class scores are formed from measured services (``mean`` or
-    ``max``, :func:`packer.characterize.sensitivity.assign_scores`); ``basis``: what a score is a
-    fraction of (:mod:`packer.characterize.normalize`), which decides eligibility; ``reference``:
+    ``max``, :func:`packer.characterization.sensitivity.assign_scores`); ``basis``: what a score is a
+    fraction of (:mod:`packer.characterization.normalize`), which decides eligibility; ``reference``:
     the class centres of an earlier characterization to keep
-    (:func:`packer.characterize.classes.read_reference_classes`).
+    (:func:`packer.characterization.classes.read_reference_classes`).
     """
     check_basis(basis)
     fleet = trace.fleet
@@ -185,15 +186,13 @@ def class_sensitivity(result: Characterization) -> tuple[pd.DataFrame, Normalize
 
 
 def _markdown(df: pd.DataFrame, floatfmt: str = "{:.2f}") -> str:
+    """``df`` as a Markdown table: floats with ``floatfmt``, NaN and None as empty cells."""
     def cell(v) -> str:
         if isinstance(v, (float, np.floating)):
             return "" if np.isnan(v) else floatfmt.format(v)
-        return "" if v is None else str(v)
+        return cell_text(v)
 
-    head = "| " + " | ".join(map(str, df.columns)) + " |"
-    rule = "|" + "|".join("---" for _ in df.columns) + "|"
-    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
-    return "\n".join([head, rule, *body])
+    return markdown_table(list(df.columns), df.itertuples(index=False), fmt=cell)
 
 
 def render_report(result: Characterization) -> str:
@@ -284,12 +283,12 @@ def render_report(result: Characterization) -> str:
 
 def plot_wcss(result: Characterization, path: Path) -> None:
     """WCSS relative to k = 1 per umbrella type on a log axis, the chosen k marked, as a PNG."""
-    import matplotlib
+    # The object API draws without pyplot, so the user's matplotlib backend and open figures stay as they were;
+    # imported here because only this plot needs matplotlib.
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
+    fig = Figure(figsize=(6, 4), dpi=100)
+    ax = fig.subplots()
     for utype, curve in result.classes.wcss.groupby("type"):
         first = curve["wcss"].iloc[0]
         # Same floor as the elbow's log scale, so a perfect fit (WCSS 0) stays on the log axis.
@@ -306,7 +305,6 @@ def plot_wcss(result: Characterization, path: Path) -> None:
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, format="png")
-    plt.close(fig)
 
 
 def write_characterization(result: Characterization, out: str | Path) -> Path:

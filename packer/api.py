@@ -1,0 +1,172 @@
+"""packer's Python API: from a trace to a verifiable plan in a few calls, validated at the boundary.
+
+    import packer
+
+    trace = packer.read_trace("traces/sample")
+    plan = packer.solve(trace, goal="tco", config="p99", max_moves=400, time_limit=20)
+    plan.placement                     # task_id, host_id: where every task ends
+    plan.moves                         # step, task_id, from_host, to_host, ...: in executable order
+    plan.summary["metrics"]["after"]   # TCO, hosts, fragmentation, tasks at risk, ...
+    plan = plan.write("out/plan")      # the plan folder `packer verify` checks
+    assert packer.verify(trace, plan).ok
+
+Each function is one pipeline stage (ARCHITECTURE.md): :func:`profile` (p99 usage
+profiles), :func:`characterize` (workload classes and sensitivity), :func:`solve`
+(a plan), :func:`verify` (an independent check). They take a trace folder or a
+:class:`~packer.io.trace.Trace`, raise :class:`~packer.errors.InputError` for bad
+arguments or inputs, and change nothing global (no logging or plotting setup).
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Callable, Iterable
+
+import pandas as pd
+
+from packer.characterization.characterize import Characterization
+from packer.characterization.normalize import DEFAULT_SENSITIVITY_BASIS, SENSITIVITY_BASES
+from packer.characterization.profile import profile_tasks
+from packer.characterization.sensitivity import CLASS_AGGREGATES, DEFAULT_CLASS_AGGREGATE
+from packer.errors import InfeasibleError, InputError, NoPlanError
+from packer.io.fleet import DEFAULT_FLEET
+from packer.io.presets import DEFAULT_PRESETS, get_preset
+from packer.io.trace import FLEET_FILE, Trace, read_trace
+from packer.model.build import GOALS, GoalWeights, RuleOptions, service_pairs
+from packer.plan.context import PlanContext, characterize_from_context, problem_from_context
+from packer.plan.plan import Plan, make_plan, read_plan
+from packer.plan.verify import VerifyReport, verify_plan
+from packer.solvers.engine import Progress
+from packer.solvers.run import SOLVERS, run_solver
+
+
+def _trace(trace: str | Path | Trace, fleet: str | Path | None = None) -> Trace:
+    if isinstance(trace, Trace):
+        if fleet is not None:
+            raise InputError("fleet= goes with a trace folder; a Trace already has its fleet (packer.read_trace(path, fleet))")
+        return trace
+    if not isinstance(trace, (str, Path)):
+        raise InputError(f"trace must be a trace folder or a packer Trace, got {type(trace).__name__}")
+    return read_trace(trace, fleet)
+
+
+def _fleet_of(trace: Trace) -> str:
+    """The context's ``fleet`` for the catalog ``trace`` was read with, so that ``packer verify`` rebuilds the same problem."""
+    source = Path(trace.fleet.source)
+    if not source.is_file():
+        raise InputError(f"the trace's fleet was not read from a file ({trace.fleet.source!r}); a plan must name its fleet "
+                         "catalog to be verifiable: read the trace with packer.read_trace(path, fleet_file)")
+    if source.resolve() == Path(DEFAULT_FLEET).resolve():
+        return "default"
+    if source.resolve() == (Path(trace.path) / FLEET_FILE).resolve():
+        return "trace"
+    return str(source.resolve())
+
+
+def profile(trace: str | Path | Trace, *, percentile: float = 99.0, window_s: int = 60, skip_invalid_usage: bool = False,
+            progress: Callable[[int], None] | None = None) -> pd.DataFrame:
+    """Per-task usage profiles: the ``percentile``-th of ``window_s``-second means (cores, GiB, Gbps), mean, max, samples.
+
+    See :func:`packer.characterization.profile.profile_tasks`; ``progress`` is called with usage rows read.
+    """
+    if not (0 <= percentile <= 100):
+        raise InputError(f"percentile must be in [0, 100], got {percentile}")
+    if not (isinstance(window_s, int) and window_s >= 1):
+        raise InputError(f"window_s must be a whole number of seconds >= 1, got {window_s!r}")
+    return profile_tasks(_trace(trace), (float(percentile),), window_s, skip_invalid=skip_invalid_usage, progress=progress).profiles
+
+
+def characterize(trace: str | Path | Trace, profiles: pd.DataFrame | None = None, *, k: int | None = None, seed: int = 0,
+                 sensitivity: str | Path | None = None, class_scores: str = DEFAULT_CLASS_AGGREGATE,
+                 sensitivity_basis: str = DEFAULT_SENSITIVITY_BASIS, classes_from: str | Path | None = None) -> Characterization:
+    """Workload classes (K-means per umbrella host type), sensitivity scores per task and eligibility (:mod:`packer.characterization`).
+
+    ``profiles`` from :func:`profile` (computed when None); the other options as
+    ``packer characterize`` documents them.
+    """
+    _check_choice("class_scores", class_scores, CLASS_AGGREGATES)
+    _check_choice("sensitivity_basis", sensitivity_basis, SENSITIVITY_BASES)
+    trace = _trace(trace)
+    profiles = profile(trace) if profiles is None else profiles
+    context = PlanContext(trace=str(trace.path), k=k, characterize_seed=seed, sensitivity=None if sensitivity is None else str(sensitivity),
+                          class_scores=class_scores, sensitivity_basis=sensitivity_basis,
+                          classes_from=None if classes_from is None else str(classes_from))
+    return characterize_from_context(trace, profiles, context)
+
+
+def solve(trace: str | Path | Trace, *, config: str = "p99", goal: str = "tco", max_moves: int | None = 400, solver: str = "auto",
+          time_limit: float = 60.0, seed: int = 0, weights: GoalWeights = GoalWeights(), spread_host: int | None = None,
+          spread_domain: int | None = None, min_rp: float | None = None, max_new_at_risk: int | None = None,
+          anti_affinity: Iterable[tuple[str, str]] = (), profiles: pd.DataFrame | None = None, sensitivity: str | Path | None = None,
+          sensitivity_basis: str = DEFAULT_SENSITIVITY_BASIS, class_scores: str = DEFAULT_CLASS_AGGREGATE,
+          classes_from: str | Path | None = None, presets: str | Path = DEFAULT_PRESETS, fleet: str | Path | None = None,
+          on_profile: Callable[[int], None] | None = None, on_progress: Callable[[Progress], None] | None = None) -> Plan:
+    """A placement plan for ``trace``: which tasks to move where, in order, with its summary (not yet written).
+
+    ``config``: a Table IV preset (``baseline``, ``p99-cpu``, ``p99-mem``, ``p99``,
+    ``p99-sens``); ``goal``: ``tco`` (cost units), ``hosts`` or ``fair`` (leximin
+    relative performance); ``max_moves``: the move budget (None = a full repack);
+    ``solver``: one of :data:`packer.solvers.run.SOLVERS`; ``time_limit`` in seconds;
+    ``weights``: the secondary goals' weights (:class:`~packer.model.build.GoalWeights`);
+    ``spread_host`` / ``spread_domain`` / ``min_rp`` / ``max_new_at_risk`` /
+    ``anti_affinity``: the rules :class:`~packer.model.build.RuleOptions` documents;
+    ``profiles``: reuse :func:`profile`'s result; the sensitivity options as in
+    :func:`characterize`. ``on_profile`` is called with usage rows read, ``on_progress``
+    with the engine's :class:`~packer.solvers.engine.Progress`.
+
+    Raises :class:`~packer.errors.InputError` for bad arguments,
+    :class:`~packer.errors.InfeasibleError` (naming the tasks) when some task fits no
+    host, and :class:`~packer.errors.NoPlanError` when an exact solver finds no
+    placement within the time limit. The plan's ``write(dir)`` writes the folder
+    ``packer verify`` checks.
+    """
+    _check_choice("goal", goal, GOALS)
+    _check_choice("solver", solver, SOLVERS)
+    _check_choice("sensitivity_basis", sensitivity_basis, SENSITIVITY_BASES)
+    _check_choice("class_scores", class_scores, CLASS_AGGREGATES)
+    if not (isinstance(time_limit, (int, float)) and math.isfinite(time_limit) and time_limit > 0):
+        raise InputError(f"time_limit must be a finite number of seconds > 0, got {time_limit!r}")
+    if not isinstance(weights, GoalWeights):
+        raise InputError(f"weights must be a packer GoalWeights, got {type(weights).__name__}")
+    for name, value in (("max_moves", max_moves), ("spread_host", spread_host), ("spread_domain", spread_domain),
+                        ("max_new_at_risk", max_new_at_risk)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise InputError(f"{name} must be a whole number or None, got {value!r}")
+    try:
+        pairs = service_pairs(list(anti_affinity))
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"anti_affinity: {exc}") from None
+    trace = _trace(trace, fleet)
+    preset = get_preset(config, presets)
+    context = PlanContext(
+        trace=str(trace.path), fleet=_fleet_of(trace), config=preset.name, presets=str(presets),
+        sensitivity=None if sensitivity is None else str(sensitivity), sensitivity_basis=sensitivity_basis, class_scores=class_scores,
+        classes_from=None if classes_from is None else str(classes_from), goal=goal, weights=weights,
+        rules=RuleOptions(max_moves=max_moves, spread_host=spread_host, spread_domain=spread_domain, min_rp=min_rp,
+                          max_new_at_risk=max_new_at_risk, anti_affinity=pairs),
+        solver=solver, time_limit_s=float(time_limit), seed=seed,
+    )
+    problem = problem_from_context(trace, preset, context, profiles, progress=on_profile)
+    result = run_solver(problem, solver, time_limit, seed, progress=on_progress)
+    if result.status == "infeasible":
+        names = ", ".join(result.infeasible_tasks[:10]) + (" ..." if len(result.infeasible_tasks) > 10 else "")
+        raise InfeasibleError(f"{len(result.infeasible_tasks)} task(s) fit no host under config {preset.name}: {names}; no plan written",
+                              result.infeasible_tasks)
+    if result.status == "timeout":
+        raise NoPlanError(f"{result.solver} found no valid placement within {time_limit:g} s; no plan written")
+    return make_plan(problem, result, context, fleet=trace.fleet)
+
+
+def verify(trace: str | Path | Trace, plan: str | Path | Plan) -> VerifyReport:
+    """Check ``plan`` (a plan folder or a :class:`~packer.plan.plan.Plan`) against ``trace`` from the inputs alone (:mod:`packer.plan.verify`)."""
+    path = trace.path if isinstance(trace, Trace) else Path(trace)
+    return verify_plan(path, plan)
+
+
+def _check_choice(name: str, value: object, known: Iterable[str]) -> None:
+    known = tuple(known)
+    if value not in known:
+        raise InputError(f"{name} must be one of {', '.join(known)}; got {value!r}")
+
+
+__all__ = ["Plan", "characterize", "profile", "read_plan", "read_trace", "solve", "verify"]

@@ -1,0 +1,106 @@
+"""Commands that compare many plans: sweep (TCO vs SLO over configurations, weights and baselines), report."""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from packer.cli.options import LazyProgressBar, default_out, fleet_opt, positive_seconds, rule_options, sensitivity_opts, trace_arg
+from packer.cli.output import echo_sweep, sweep_progress
+from packer.io.atomic import refuse_to_overwrite_input
+from packer.io.trace import read_trace
+from packer.model.build import RuleOptions
+from packer.report.report import write_report
+from packer.report.sweep import DEFAULT_WEIGHTS, TABLE_IV_CONFIGS, SweepOptions, run_sweep, weight_label
+from packer.solvers.baselines import BASELINES
+from packer.solvers.run import SOLVERS
+
+
+def _ladder(weights: str) -> tuple[float, ...]:
+    """``--weights 0,0.1,1`` as numbers."""
+    try:
+        return tuple(float(w) for w in weights.split(",") if w.strip())
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated numbers, got {weights!r}", param_hint="--weights") from None
+
+
+@click.command()
+@trace_arg
+@click.option("--config", "configs", multiple=True, default=list(TABLE_IV_CONFIGS), show_default=True,
+              help="Configurations (Table IV presets); repeat for several.")
+@click.option("--weights", default=",".join(weight_label(w) for w in DEFAULT_WEIGHTS), show_default=True,
+              help="Comma-separated ladder of sensitivity weights; only configurations with sensitivity (p99-sens) are solved once per weight.")
+@click.option("--refine", type=click.IntRange(min=0), default=5, show_default=True,
+              help="Extra weights solved per configuration with sensitivity, each between the two ladder points farthest "
+                   "apart on TCO vs tasks at risk, so the curve is dense where the trade-off changes.")
+@click.option("--baseline", "baselines", multiple=True, default=list(BASELINES), show_default=True,
+              help="Baseline policies to compare; repeat for several.")
+@click.option("--no-baselines", is_flag=True, help="Run no baseline policy.")
+@click.option("--no-new-risk/--no-no-new-risk-point", "no_new_risk", default=True, show_default=True,
+              help="Also solve each configuration with sensitivity at weight 0 under --max-new-at-risk 0 (engine): "
+                   "the cost the budget frees without putting one more task at risk.")
+@click.option("--baseline-config", default="p99-sens", show_default=True,
+              help="Configuration the baseline policies run on (baseline on a trace without usage).")
+@rule_options
+@click.option("--time-limit", type=float, default=60.0, show_default=True, callback=positive_seconds, help="Seconds per optimizer solve.")
+@click.option("--solver", type=click.Choice([s for s in SOLVERS if s not in BASELINES]), default="auto", show_default=True,
+              help="The optimizer (see `packer solve`).")
+@click.option("--goal", type=click.Choice(["tco", "hosts"]), default="tco", show_default=True, help="Primary goal of the optimizer.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed of every solve.")
+@click.option("--sensitivity", "sensitivity_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Sensitivity table (default models/sensitivity.csv).")
+@sensitivity_opts
+@fleet_opt
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Sweep folder. Default: out/<trace>/sweep.")
+@click.option("--report/--no-report", "with_report", default=False, show_default=True, help="Also write the sweep's report (`packer report`).")
+def sweep(trace: Path, configs: tuple[str, ...], weights: str, refine: int, baselines: tuple[str, ...], no_baselines: bool, no_new_risk: bool,
+          baseline_config: str, rules: RuleOptions, time_limit: float, solver: str, goal: str, seed: int, sensitivity_path: Path | None,
+          sensitivity_basis: str, class_scores: str, classes_from: Path | None, fleet: Path | None, out: Path | None, with_report: bool) -> None:
+    """TCO vs SLO: Table IV's configurations, a ladder of sensitivity weights and the baselines under one move budget.
+
+    \b
+    Profiles and characterizes the trace once, solves each distinct problem once
+    (a configuration without sensitivity stands for every weight), and writes a
+    sweep folder (atomically):
+      plans/<point>/   one plan folder per solve (check with `packer verify`)
+      sweep.parquet    the TCO-vs-SLO table (also sweep.csv)
+      sweep.json       Pareto fronts, baseline dominance check, timings
+    Render it with `packer report SWEEP`. The rules (move budget, spread, guards,
+    anti-affinity, --constraints) hold in every solve. Exit 1 when a solve failed
+    (the sweep is still written; the point has status "error").
+    """
+    ladder = _ladder(weights)
+    out = out or default_out(trace, "sweep")
+    refuse_to_overwrite_input(out, trace)
+    options = SweepOptions(
+        rules=rules, configs=configs, weights=ladder, baselines=() if no_baselines else baselines, baseline_config=baseline_config,
+        time_limit_s=time_limit, solver=solver, seed=seed, goal=goal, fleet=str(fleet) if fleet else None,
+        sensitivity=str(sensitivity_path) if sensitivity_path else None, no_new_risk=no_new_risk, sensitivity_basis=sensitivity_basis,
+        class_scores=class_scores, classes_from=str(classes_from) if classes_from else None, refine=refine)
+    started = time.perf_counter()
+    t = read_trace(trace, fleet)
+    # The sweep profiles usage only when a configuration needs profiles, so the bar opens on the first rows read.
+    with LazyProgressBar("profiling usage", lambda: t.usage_dataset().count_rows()) as on_usage:
+        result = run_sweep(trace, out, options, progress=sweep_progress(), usage_progress=on_usage)
+    echo_sweep(result, time.perf_counter() - started)
+    if with_report:
+        files = write_report(out)
+        click.echo(f"report: {files.html} and {files.markdown}")
+    if result.meta.get("errors"):
+        sys.exit(1)
+
+
+@click.command()
+@click.argument("source", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Report folder. Default: SOURCE/report.")
+def report(source: Path, out: Path | None) -> None:
+    """Review report of a plan or sweep folder: report.html (self-contained) and report.md with PNG plots.
+
+    From a sweep: the TCO-vs-SLO Pareto plot, the baseline dominance check, the
+    paper comparison (when Baseline, P99 and P99 Sens were swept) and the paper's
+    Figs. 7-12 with the tables behind them. From a plan: the same figures for one plan.
+    """
+    files = write_report(source, out)
+    click.echo(f"{files.kind} report: {files.html} and {files.markdown}")

@@ -1,0 +1,199 @@
+"""Commands that make, check and describe a trace: validate, profile, characterize, generate, import."""
+from __future__ import annotations
+
+import contextlib
+import time
+from pathlib import Path
+
+import click
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from packer.characterization.characterize import characterize as run_characterize
+from packer.characterization.characterize import read_profiles, write_characterization
+from packer.characterization.classes import read_reference_classes
+from packer.characterization.profile import profile_tasks, summarize_profiles
+from packer.characterization.sensitivity import DEFAULT_SENSITIVITY
+from packer.cli.options import default_out, fleet_opt, progress_bar, sensitivity_opts, skip_opt, trace_arg
+from packer.cli.output import echo_characterization, echo_generated, echo_import, echo_profiles, echo_skipped_usage
+from packer.io.atomic import atomic_file, refuse_to_overwrite_input
+from packer.io.generate import check_arguments, generate_trace, sample_count
+from packer.io.importers import import_bitbrains, import_openb
+from packer.io.trace import read_trace
+from packer.io.usage import scan_usage
+
+
+@click.command()
+@trace_arg
+@fleet_opt
+@click.option("--usage/--no-usage", "scan_usage_rows", default=True, show_default=True, help="Also check every usage row (a full scan).")
+def validate(trace: Path, fleet: Path | None, scan_usage_rows: bool) -> None:
+    """Check a trace folder: schema, types, ids, units, references. Exit 0 if valid, 2 if not."""
+    t = read_trace(trace, fleet)
+    rows = 0
+    if scan_usage_rows and t.usage_path is not None:
+        with progress_bar("checking usage", t.usage_dataset().count_rows()) as bar:
+            for chunk in scan_usage(t, progress=bar.update):
+                rows += len(chunk.task)
+    click.echo(f"{trace}: valid: {len(t.hosts):,} hosts, {len(t.tasks):,} tasks, {rows:,} usage rows checked; dimensions {', '.join(t.dims)}")
+
+
+@click.command()
+@trace_arg
+@fleet_opt
+@click.option("-p", "--percentile", "percentiles", type=click.FloatRange(0, 100), multiple=True, default=[99.0], show_default=True,
+              help="Percentile of windowed usage to compute; repeat for several (the first is summarized).")
+@click.option("--window", "window_s", type=click.IntRange(min=1), default=60, show_default=True, help="Averaging window in seconds before the percentile is taken.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Output Parquet file. Default: out/<trace>/profiles.parquet.")
+@skip_opt
+def profile(trace: Path, fleet: Path | None, percentiles: tuple[float, ...], window_s: int, out: Path | None, skip_invalid_usage: bool) -> None:
+    """Per-task usage profiles: p-th percentile of windowed usage, mean, max, sample count.
+
+    Streams the usage table (it may be larger than memory) and writes
+    profiles.parquet with one row per task: samples, windows, and per dimension
+    <dim>_p<NN>, <dim>_mean, <dim>_max and <dim>_request (cpu in cores on the
+    task's current host, mem GiB, net and membw Gbps).
+    """
+    out = out or default_out(trace, "profiles.parquet")
+    refuse_to_overwrite_input(out, trace)
+    t = read_trace(trace, fleet)
+    start = time.perf_counter()
+    with progress_bar("profiling usage", t.usage_dataset().count_rows()) as bar:
+        result = profile_tasks(t, percentiles, window_s, skip_invalid=skip_invalid_usage, progress=bar.update)
+    with atomic_file(out) as tmp:
+        pq.write_table(pa.Table.from_pandas(result.profiles, preserve_index=False), tmp)
+    echo_skipped_usage(result.skipped)
+    echo_profiles(result, len(t.tasks), out, window_s, time.perf_counter() - start, summarize_profiles(result))
+
+
+@click.command()
+@trace_arg
+@click.option("--profiles", "profiles_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="profiles.parquet from `packer profile`. Default: out/<trace>/profiles.parquet if it exists, else profile the trace now.")
+@click.option("--k", "k", type=click.IntRange(min=1), default=None, help="Number of classes per host type. Default: the elbow of the WCSS curve.")
+@click.option("--kmax", type=click.IntRange(min=1), default=8, show_default=True, help="Largest k tried for the elbow.")
+@click.option("--seed", type=int, default=0, show_default=True, help="K-means seed (results are deterministic for a seed).")
+@click.option("--sensitivity", "sensitivity_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Sensitivity table (CSV). Default: models/sensitivity.csv (the paper's Table III).")
+@fleet_opt
+@click.option("--infer", is_flag=True, help="Accept empty score cells in the sensitivity table and fill them by collaborative filtering.")
+@sensitivity_opts
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Output folder. Default: out/<trace>/characterization.")
+def characterize(trace: Path, profiles_path: Path | None, k: int | None, kmax: int, seed: int, sensitivity_path: Path | None,
+                 fleet: Path | None, infer: bool, out: Path | None, sensitivity_basis: str, class_scores: str,
+                 classes_from: Path | None) -> None:
+    """Workload classes (K-means per host type), sensitivity per task, eligibility per architecture.
+
+    Writes tasks.parquet (class, features, raw and Eq.-1-normalized sensitivity per
+    architecture, eligible architectures), classes.parquet, wcss.parquet,
+    report.md and wcss.png.
+    """
+    out = out or default_out(trace, "characterization")
+    refuse_to_overwrite_input(out, trace)
+    t = read_trace(trace, fleet)
+    start = time.perf_counter()
+    saved = default_out(trace, "profiles.parquet")
+    if profiles_path is None and saved.exists():
+        profiles_path = saved
+    if profiles_path is not None:
+        click.echo(f"using profiles {profiles_path}")
+        profiles = read_profiles(profiles_path, t)
+    else:
+        with progress_bar("profiling usage", t.usage_dataset().count_rows()) as bar:
+            profiles = profile_tasks(t, progress=bar.update).profiles
+    reference = read_reference_classes(classes_from) if classes_from else None
+    result = run_characterize(t, profiles, k=k, kmax=kmax, seed=seed, sensitivity=sensitivity_path or DEFAULT_SENSITIVITY,
+                              profiles_source=str(profiles_path or "profiled now"), infer=infer, aggregate=class_scores,
+                              basis=sensitivity_basis, reference=reference)
+    write_characterization(result, out)
+    echo_characterization(result, out, time.perf_counter() - start)
+
+
+@click.command()
+@click.option("--tasks", type=int, default=37_000, show_default=True, help="Number of tasks.")
+@click.option("--hosts", type=int, default=18_000, show_default=True, help="Number of hosts (Table I architectures, mixed as in packer.io.generate.ARCH_MIX).")
+@click.option("--days", type=float, default=7.0, show_default=True, help="Days of usage samples.")
+@click.option("--interval", type=int, default=300, show_default=True, help="Seconds between usage samples.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed (the same seed writes byte-identical files).")
+@click.option("--fleet", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Fleet catalog (TOML). Default: models/fleet.toml; another catalog is copied into the trace.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("out/generated"), show_default=True,
+              help="Trace folder to write (replaced if it exists).")
+def generate(tasks: int, hosts: int, days: float, interval: int, seed: int, fleet: Path | None, out: Path) -> None:
+    """Write a synthetic trace shaped like the colocation paper's pool.
+
+    Defaults: ~37,000 tasks in ~1,000 jobs on 18,000 hosts, 7 days of samples every
+    300 s (~74M usage rows, streamed to disk). Usage sits well below requests: three
+    behavioural classes, diurnal cycles, noise and spikes (see packer/io/generate.py).
+    """
+    check_arguments(tasks, hosts, days, interval)
+    with progress_bar("generating usage", tasks * sample_count(days, interval)) as bar:
+        summary = generate_trace(out, tasks, hosts, days, interval, seed, fleet, progress=bar.update)
+    echo_generated(summary)
+
+
+@click.group("import")
+def import_group() -> None:
+    """Convert a public trace into a native trace folder (see `packer import COMMAND --help`)."""
+
+
+_import_out = click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Output trace folder (written atomically).")
+_import_skip = click.option("--skip-invalid", is_flag=True, help="Drop invalid input rows (NaN, negative, ...) instead of failing; the counts are reported.")
+_import_drop = click.option("--drop-unfit", is_flag=True, help="Leave out tasks that get no host in the initial placement instead of failing; they are reported.")
+
+
+@import_group.command("bitbrains")
+@click.argument("src", type=click.Path(path_type=Path))
+@_import_out
+@click.option("--fleet", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Fleet catalog to build hosts from. Default: models/fleet.toml.")
+@click.option("--arch", "archs", multiple=True, help="Architecture of the built fleet; repeat for a mix. Default: every architecture of the catalog.")
+@click.option("--hosts-per-arch", type=click.IntRange(min=1), default=None, help="Hosts per architecture. Default: the fewest that place every VM.")
+@click.option("--slack", type=click.FloatRange(0, 1, max_open=True), default=0.25, show_default=True, help="Fraction of each host's capacity the initial placement leaves free.")
+@click.option("--hosts-per-rack", type=click.IntRange(min=1), default=8, show_default=True, help="Consecutive hosts per rack (the domain column).")
+@click.option("--net-request", type=click.FloatRange(min=0), default=None, help="Network request (Gbps) for every VM. Default: each VM's peak usage rounded up to 0.1 Gbps.")
+@_import_skip
+@_import_drop
+def import_bitbrains_cmd(src: Path, out: Path, fleet: Path | None, archs: tuple[str, ...], hosts_per_arch: int | None, slack: float,
+                         hosts_per_rack: int, net_request: float | None, skip_invalid: bool, drop_unfit: bool) -> None:
+    """Import a Bitbrains GWA-T-12 folder (one ';'-separated CSV per VM).
+
+    VMs become tasks with their provisioned cores and memory as requests and their
+    5-minute CPU (cores), memory (GiB) and network (Gbps) usage; hosts are built
+    from the catalog and VMs placed on them by first-fit decreasing.
+    """
+    start = time.perf_counter()
+    with contextlib.ExitStack() as stack:
+        bars: dict = {}
+
+        def progress(stage: str, done: int, total: int) -> None:
+            # One bar per stage of the import, each with its own total; the importer reports items done so far.
+            if stage not in bars:
+                bars[stage] = stack.enter_context(progress_bar(stage, total))
+            bars[stage].update(done - bars[stage].pos)
+
+        summary = import_bitbrains(src, out, fleet=fleet, archs=archs or None, hosts_per_arch=hosts_per_arch, slack=slack, hosts_per_rack=hosts_per_rack,
+                                   net_request=net_request, skip_invalid=skip_invalid, drop_unfit=drop_unfit, progress=progress)
+    echo_import(summary, "VM files", time.perf_counter() - start)
+
+
+@import_group.command("openb")
+@click.argument("src", type=click.Path(path_type=Path))
+@_import_out
+@click.option("--pods", default="default", show_default=True, help="Pod list: 'default', 'gpuspec33' (files in SRC) or a CSV path.")
+@click.option("--phase", "phases", multiple=True, default=["Running"], show_default=True,
+              help="Keep only pods in this pod_phase (Running, Pending, Failed, Succeeded); repeat for several; 'all' keeps every pod.")
+@click.option("--gpu-cost", type=click.FloatRange(min=0), default=1.0, show_default=True, help="Cost units per GPU in the written fleet.toml (a 32-core CPU node costs 1.0).")
+@click.option("--net-capacity", type=click.FloatRange(min=0), default=25.0, show_default=True, help="Nominal network capacity per node, Gbps (the trace has none).")
+@_import_skip
+@_import_drop
+def import_openb_cmd(src: Path, out: Path, pods: str, phases: tuple[str, ...], gpu_cost: float, net_capacity: float, skip_invalid: bool, drop_unfit: bool) -> None:
+    """Import the Alibaba openb GPU cluster (node list + pod list; requests only).
+
+    Node shapes become the trace's own fleet.toml, pods become tasks with cpu,
+    mem and (fractional) gpu requests and allowed_archs from gpu_spec; pods are
+    placed on nodes by first-fit decreasing.
+    """
+    start = time.perf_counter()
+    summary = import_openb(src, out, pods=pods, phases=None if "all" in phases else phases, gpu_cost=gpu_cost, net_capacity=net_capacity,
+                           skip_invalid=skip_invalid, drop_unfit=drop_unfit)
+    echo_import(summary, "pods", time.perf_counter() - start)

@@ -1,0 +1,67 @@
+"""Capacity: per host and dimension, the summed demand stays within capacity.
+
+A host already over capacity in the current placement may keep its load as long as
+it receives no new task (the plan does not make it worse); every other host ends
+within ``capacity + TOLERANCE`` (:data:`packer.model.metrics.TOLERANCE`) in every
+dimension. Demand and capacity are in the problem's dimension units.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from packer.model.metrics import TOLERANCE, host_loads, initially_overloaded
+from packer.rules.base import Rule
+
+
+class Capacity(Rule):
+    """Summed demand ≤ capacity per host and dimension (module doc)."""
+
+    name = "capacity"
+
+    def violations(self, problem, assign):
+        moved = assign != problem.current
+        gained = np.zeros(problem.n_hosts, dtype=bool)
+        gained[assign[moved]] = True
+        over = host_loads(problem, assign) > problem.capacity + TOLERANCE
+        over_hosts = over.any(axis=1) & (gained | ~initially_overloaded(problem))
+        if not over_hosts.any():
+            return []
+        h = np.flatnonzero(over_hosts)
+        dims = [problem.dims[j] for j in np.flatnonzero(over[h[0]])]
+        return [f"{len(h)} hosts over capacity, e.g. {problem.host_ids[h[0]]} in {', '.join(dims)}"]
+
+    def admits(self, state, t, hosts):
+        p = state.p
+        fits = (state.loads[hosts] + p.demand[t] <= state.cap[hosts]).all(axis=1)
+        return fits & (state.receiver[hosts] | (hosts == p.current[t]))
+
+    def candidates(self, problem, fixed_load, pair_task, pair_host):
+        return (problem.demand[pair_task] <= problem.capacity[pair_host] + TOLERANCE - fixed_load[pair_host]).all(axis=1)
+
+    def add_to_model(self, model):
+        """Per host and dimension, the load change against the base within the slack; a host over capacity in the
+        base keeps its load unless a task enters it (``enter`` flag)."""
+        form, p = model.form, model.form.problem
+        for h, ids in form.pairs_by_host().items():
+            ids = np.asarray(ids, dtype=np.int64)
+            entering = ids[~form.pair_base[ids]]
+            if len(entering) == 0:
+                continue
+            staying = ids[form.pair_base[ids]]
+            enter = None
+            for d in range(len(p.dims)):
+                slack = form.slack[h, d]
+                if not math.isfinite(slack) or p.demand[form.pair_task[entering], d].sum() <= slack:
+                    continue
+                enforce = ()
+                if slack < 0:
+                    if enter is None:
+                        enter = model.bool_var(f"enter{h}", hint=False)
+                        for i in entering:
+                            model.implies(model.x[i], enter)
+                    enforce = (enter,)
+                ids_all = np.concatenate([entering, staying])
+                model.add_le(model.x[ids_all], p.demand[form.pair_task[ids_all], d], slack + p.demand[form.pair_task[staying], d].sum(),
+                             enforce=enforce, kind="physical", unit=f"dim{d}", margin=TOLERANCE / 2)

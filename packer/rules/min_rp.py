@@ -1,0 +1,155 @@
+"""The minimum-relative-performance guard (``--min-rp``, Carrera et al.'s relative performance, :mod:`packer.model.rpf`).
+
+Every task ends with RP ≥ ``min(level, its RP now)`` (minus :data:`packer.model.rpf.RP_TOLERANCE`):
+no task falls below the guard, and a task already below it gets no worse. Because a
+task's RP falls as its host's RP load rises, "task t on host h keeps RP ≥ X" is an
+upper bound on h's load in each RP-load column (:func:`packer.model.rpf.rp_thresholds`),
+so the guard is a per-host load limit for the heuristics (:class:`RPFloors`) and a
+linear constraint in the exact model (:func:`add_rp_constraints`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from packer.model.rpf import RP_TOLERANCE, relative_performance, rp_capacity, rp_demand, rp_loads, rp_thresholds
+from packer.rules.base import Rule
+
+#: Slack (RP load units, relative to the column's scale) allowed by the heuristics' float comparisons.
+RP_LOAD_SLACK = 1e-9
+
+
+class RPFloors:
+    """Per-task RP floors on a :class:`~packer.model.state.PlacementState`: which hosts may receive a task.
+
+    ``floors`` (T,) raw RPs. ``host_cap[h]`` is the largest RP load of host h at which
+    every task on it keeps its floor; a host may receive task t when its RP load plus
+    t's stays within that and within t's own threshold there. The leximin greedy uses
+    it with raised floors; :class:`MinRP` with the guard's.
+    """
+
+    def __init__(self, state, floors: np.ndarray):
+        p = state.p
+        self.state = state
+        self.floors = np.asarray(floors, dtype=float)
+        self.demand = rp_demand(p)
+        self.cpu = p.dims.index("cpu")
+        self.scale = np.maximum(np.where(np.isfinite(rp_capacity(p)), rp_capacity(p), 0.0).max(axis=0), 1e-12)
+        self.host_cap = np.full((p.n_hosts, self.demand.shape[1]), np.inf)
+        placed = np.flatnonzero(state.assign >= 0)
+        np.minimum.at(self.host_cap, state.assign[placed], rp_thresholds(p, placed, state.assign[placed], self.floors[placed]))
+
+    def loads(self, hosts: np.ndarray) -> np.ndarray:
+        """(n, 1+K) current RP loads of ``hosts``."""
+        return np.column_stack([self.state.loads[hosts, self.cpu], self.state.sens[hosts]])
+
+    def limits(self, t: int, hosts: np.ndarray, level: float | None = None) -> np.ndarray:
+        """(n, 1+K) the RP load each of ``hosts`` may reach with task ``t`` on it (``level`` raises t's floor)."""
+        lvl = self.floors[t] if level is None else max(level, self.floors[t])
+        return np.minimum(self.host_cap[hosts], rp_thresholds(self.state.p, np.full(len(hosts), t), hosts, lvl))
+
+    def admits(self, t: int, hosts: np.ndarray) -> np.ndarray:
+        """(n,) bool: ``hosts`` that may receive task ``t``."""
+        new = self.loads(hosts) + self.demand[t]
+        return (new <= self.limits(t, hosts) + RP_LOAD_SLACK * self.scale).all(axis=1)
+
+    def refresh(self, hosts) -> None:
+        """Recompute ``host_cap`` of ``hosts`` from the tasks now on them."""
+        p = self.state.p
+        for h in hosts:
+            if h < 0:
+                continue
+            on = np.fromiter(self.state.tasks_on[h], dtype=np.int64)
+            self.host_cap[h] = rp_thresholds(p, on, np.full(len(on), h), self.floors[on]).min(axis=0) if len(on) else np.inf
+
+
+class MinRP(Rule):
+    """Every task ends with RP ≥ min(``level``, its RP now) (module doc). Not honoured by the baseline policies."""
+
+    name = "minimum relative performance"
+    strategies = ("engine", "exact", "fair")
+
+    def __init__(self, level: float):
+        if not np.isfinite(level):
+            raise ValueError(f"the relative-performance guard must be a finite number, got {level}")
+        self.level = float(level)
+
+    def floors(self, problem) -> np.ndarray:
+        """(T,) the RP each task must keep: ``min(level, RP now) − RP_TOLERANCE``."""
+        return np.minimum(self.level, relative_performance(problem, problem.current)) - RP_TOLERANCE
+
+    def violations(self, problem, assign):
+        low = relative_performance(problem, assign) < self.floors(problem)
+        if not low.any():
+            return []
+        return [f"{int(low.sum())} tasks below the relative-performance guard {self.level:g} "
+                f"(or below their current one), e.g. {problem.task_ids[low][:5].tolist()}"]
+
+    def attach(self, state):
+        return RPFloors(state, self.floors(state.p))
+
+    def on_move(self, state, t, frm, to):
+        state.tally[self].refresh((frm, to))
+
+    def admits(self, state, t, hosts):
+        return state.tally[self].admits(t, hosts)
+
+    def add_to_model(self, model):
+        add_rp_constraints(model, self.floors(model.form.problem))
+
+    def describe(self):
+        return {"rule": self.name, "min_rp": self.level}
+
+
+def add_rp_constraints(model, level: np.ndarray, enforce: np.ndarray | None = None) -> None:
+    """Constrain the exact ``model`` so that every task t has RP ≥ ``level[t]`` (T,) raw RPs.
+
+    ``enforce`` (T,): optional boolean variables of ``model``; the constraint of task t
+    holds only where ``enforce[t]`` is true. Tasks outside the neighbourhood keep their RP
+    (their hosts' loads do not change). Per host and RP-load column j the load's change
+    against the base is bounded by a variable ``bound`` (unit ``rp<j>``), and each task
+    that ends on the host bounds ``bound`` by its threshold minus the base load.
+    """
+    form = model.form
+    p = form.problem
+    level = np.asarray(level, dtype=float)
+    demand = rp_demand(p)
+    base_load = rp_loads(p, form.base)
+    in_model = form.in_model
+    fixed = np.flatnonzero(~form.is_free & in_model[form.base])
+    pair_thr = rp_thresholds(p, form.pair_task, form.pair_host, level[form.pair_task])
+    fixed_thr = rp_thresholds(p, fixed, form.base[fixed], level[fixed])
+    by_host = form.pairs_by_host()
+    fixed_by_host: dict[int, list[int]] = {}
+    for i, h in enumerate(form.base[fixed].tolist()):
+        fixed_by_host.setdefault(h, []).append(i)
+
+    def literals(task: int, pair: int | None) -> tuple:
+        lits = () if pair is None else (model.x[pair],)
+        return lits + ((enforce[task],) if enforce is not None else ())
+
+    for h in form.hosts.tolist():
+        ids = np.asarray(by_host.get(h, []), dtype=np.int64)
+        fixed_here = np.asarray(fixed_by_host.get(h, []), dtype=np.int64)
+        for j in range(demand.shape[1]):
+            room_p = pair_thr[ids, j] - base_load[h, j] if len(ids) else np.zeros(0)
+            room_f = fixed_thr[fixed_here, j] - base_load[h, j] if len(fixed_here) else np.zeros(0)
+            entering = ids[~form.pair_base[ids]] if len(ids) else ids
+            staying = ids[form.pair_base[ids]] if len(ids) else ids
+            most = float(demand[form.pair_task[entering], j].sum())
+            least = -float(demand[form.pair_task[staying], j].sum())
+            binding_p = np.flatnonzero(room_p < most)
+            binding_f = np.flatnonzero(room_f < most)
+            if not len(binding_p) and not len(binding_f):
+                continue
+            unit = f"rp{j}"
+            bound = model.cont_var(least - 1.0, most, f"rp{h}_{j}", hint=0.0, unit=unit)
+            if len(ids):
+                # Σ demand·x over the host's pairs − staying load ≤ bound.
+                model.add_le(np.concatenate([model.x[ids], [bound]]), np.concatenate([demand[form.pair_task[ids], j], [-1.0]]),
+                             -least, kind="physical", unit=unit)
+            for k in binding_p:
+                task, pair = int(form.pair_task[ids[k]]), int(ids[k])
+                model.add_le([bound], [1.0], max(float(room_p[k]), least - 1.0), enforce=literals(task, pair), kind="physical", unit=unit)
+            for k in binding_f:
+                model.add_le([bound], [1.0], max(float(room_f[k]), least - 1.0), enforce=literals(int(fixed[fixed_here[k]]), None),
+                             kind="physical", unit=unit)
