@@ -4,6 +4,7 @@ proven optima, and Falkenauer's 1-D bin packing instances.
     python benchmarks/bench_solve.py ladder [--sizes 1000,5000,37000,100000]
     python benchmarks/bench_solve.py small [--instances 100]
     python benchmarks/bench_solve.py falkenauer [--time-limit 10]
+    python benchmarks/bench_solve.py known [--tasks 5000] [--seeds 1001,1002] [--time-limit 60]
 
 ladder: traces are generated into benchmarks/work/ if missing (37,000 tasks reuses
 benchmarks/work/paper: 7 days at 300 s; the other sizes use 1 day at 300 s, hosts =
@@ -13,6 +14,10 @@ solves, writes the plan, runs `packer verify` on it and reports wall time (solve
 peak RSS (whole process, profiling included), objective, bound and gaps. Side by side in
 the same run: first-fit decreasing (full repack), and the exact CP-SAT and PuLP/CBC
 models on the whole instance with the same time limit where the model fits in memory.
+
+known: full repacks with a known optimum (``known_optimum_problem`` in tests/problems.py:
+K hosts of the architecture cheapest per core split exactly into 2-6 tasks each, scattered
+over 2.2·K hosts). Reports the engine's TCO against the optimum, its lower bound, and FFD.
 """
 from __future__ import annotations
 
@@ -163,7 +168,7 @@ def falkenauer(time_limit: float) -> None:
     if not folder.exists():
         print(f"skipped: {folder} is absent")
         return
-    solved = total = 0
+    solved = proven = total = 0
     rows = []
     for path in sorted(folder.glob("binpack[0-9]*.txt")):  # binpackinfo.txt describes the format
         lines = [ln.split() for ln in path.read_text().split("\n") if ln.strip()]
@@ -182,13 +187,40 @@ def falkenauer(time_limit: float) -> None:
                 goals=make_goals("hosts", GoalWeights(fragmentation=0.0, moves=0.0)))
             result = run_solver(problem, "engine", time_limit=time_limit)
             bins = len(np.unique(result.assign))
+            lower = result.stats["bound"]["primary_lower_bound"]
             solved += bins <= best
+            proven += bins <= lower
             total += 1
-            rows.append((path.stem, name, n, best, bins))
+            rows.append((path.stem, name, n, best, bins, lower, result.wall_s))
         file_rows = [r for r in rows if r[0] == path.stem]
-        print(f"  {path.stem}: {len(file_rows)} instances of {file_rows[0][2]} items; at best known {sum(b <= k for _, _, _, k, b in file_rows)}, "
-              f"mean excess {np.mean([b - k for _, _, _, k, b in file_rows]):.2f} bins, max {max(b - k for _, _, _, k, b in file_rows)}", flush=True)
-    print(f"Falkenauer: {solved}/{total} instances solved to the best known bin count within {time_limit:g} s each")
+        print(f"  {path.stem}: {len(file_rows)} instances of {file_rows[0][2]} items; at best known {sum(r[4] <= r[3] for r in file_rows)}, "
+              f"proven optimal (= lower bound) {sum(r[4] <= r[5] for r in file_rows)}, "
+              f"mean excess {np.mean([r[4] - r[3] for r in file_rows]):.2f} bins, max {max(r[4] - r[3] for r in file_rows)}, "
+              f"lower bound below best known on {sum(r[5] < r[3] for r in file_rows)}, mean wall {np.mean([r[6] for r in file_rows]):.1f} s", flush=True)
+    print(f"Falkenauer: {solved}/{total} instances solved to the best known bin count within {time_limit:g} s each; "
+          f"{proven} proven optimal by packer's own lower bound")
+
+
+def known(tasks: int, seeds: list[int], time_limit: float) -> None:
+    """The engine on known-optimum full repacks (module doc); every plan checked with the independent rule check."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from problems import known_optimum_problem
+
+    from packer.model.metrics import evaluate, violations
+    from packer.solvers.baselines import first_fit_decreasing
+    from packer.solvers.run import run_solver
+
+    print("| seed | tasks | hosts | optimum | TCO before | FFD | engine | engine / optimum | lower bound | bound / optimum | wall s | valid |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for seed in seeds:
+        problem, optimum = known_optimum_problem(seed, tasks)
+        ffd = evaluate(problem, first_fit_decreasing(problem).assign).tco
+        result = run_solver(problem, "engine", time_limit, seed=seed)
+        tco = evaluate(problem, result.assign).tco
+        lower = result.stats["bound"]["primary_lower_bound"]
+        print(f"| {seed} | {problem.n_tasks:,} | {problem.n_hosts:,} | {optimum:,.1f} | {evaluate(problem, problem.current).tco:,.1f} | "
+              f"{ffd:,.1f} | {tco:,.1f} | {tco / optimum:.4f} | {lower:,.1f} | {lower / optimum:.4f} | {result.wall_s:.1f} | "
+              f"{not violations(problem, result.assign)} |", flush=True)
 
 
 def main() -> None:
@@ -205,6 +237,10 @@ def main() -> None:
     sm.add_argument("--engine-time-limit", type=float, default=5.0)
     fk = sub.add_parser("falkenauer")
     fk.add_argument("--time-limit", type=float, default=10.0)
+    kn = sub.add_parser("known")
+    kn.add_argument("--tasks", type=int, default=5000)
+    kn.add_argument("--seeds", default="1001,1002")
+    kn.add_argument("--time-limit", type=float, default=60.0)
     o = sub.add_parser("one")
     o.add_argument("args", nargs=5)
     args = ap.parse_args()
@@ -214,6 +250,8 @@ def main() -> None:
         small(args.instances, args.time_limit, args.engine_time_limit)
     elif args.cmd == "falkenauer":
         falkenauer(args.time_limit)
+    elif args.cmd == "known":
+        known(args.tasks, [int(s) for s in args.seeds.split(",")], args.time_limit)
     else:
         trace, config, budget, solver, limit = args.args
         print(json.dumps(one(trace, config, budget, solver, float(limit)), default=lambda x: None if isinstance(x, float) and math.isnan(x) else float(x)))

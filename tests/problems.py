@@ -72,3 +72,49 @@ def small_problem(demand, capacity, cost, current, *, movable=None, job=None, se
         goals=make_goals(goal, weights),
         fair=goal == "fair",
     )
+
+
+#: The known-optimum family's fleet: (cpu cores, memory GiB, cost). Per core the 64-core
+#: architecture is cheapest (1.8/64 < 1.0/32 < 2.9/96 < 1.9/48), so its hosts, split exactly
+#: into tasks, are the optimum.
+KNOWN_OPTIMUM_ARCHS = np.array([[32.0, 128.0, 1.0], [64.0, 192.0, 1.8], [48.0, 384.0, 1.9], [96.0, 256.0, 2.9]])
+
+
+def known_optimum_problem(seed: int, n_tasks: int, spare: float = 1.2) -> tuple[PlacementProblem, float]:
+    """A full repack whose optimum is known, and that optimum (cost units).
+
+    K hosts of the architecture cheapest per core have their capacity vectors split
+    exactly into 2-6 tasks each (on a 1/1024 grid, so the sums are exact in floating
+    point), and the tasks are scattered at random over a fleet of K·(1 + ``spare``)
+    hosts of every architecture. Any valid placement needs K hosts' worth of cores, and
+    no host buys a core more cheaply, so it costs at least K × that host's cost, which
+    the K original hosts reach.
+    """
+    rng = np.random.default_rng(seed)
+    best = int(np.argmin(KNOWN_OPTIMUM_ARCHS[:, 2] / KNOWN_OPTIMUM_ARCHS[:, 0]))
+    k = max(1, round(n_tasks / 4))
+    parts = rng.integers(2, 7, k)
+    demand = []
+    for part in parts:
+        units = (KNOWN_OPTIMUM_ARCHS[best, :2] * 1024).astype(np.int64)
+        split = [np.diff(np.concatenate([[0], np.sort(rng.choice(np.arange(1, u), part - 1, replace=False)), [u]])) for u in units]
+        demand.append(np.column_stack(split) / 1024.0)
+    demand = np.vstack(demand)
+    n = len(demand)
+    n_hosts = int(np.ceil(k * (1 + spare)))
+    host_arch = np.concatenate([np.full(k, best), rng.integers(0, len(KNOWN_OPTIMUM_ARCHS), n_hosts - k)])
+    capacity = KNOWN_OPTIMUM_ARCHS[host_arch, :2]
+    current = np.empty(n, dtype=np.int64)
+    free = capacity.copy()
+    for t in rng.permutation(n):  # scatter: each task on a random host it fits
+        fits = np.flatnonzero((free >= demand[t] - 1e-12).all(axis=1))
+        current[t] = rng.choice(fits)
+        free[current[t]] -= demand[t]
+    problem = PlacementProblem(
+        task_ids=np.array([f"t{i}" for i in range(n)]), host_ids=np.array([f"h{i}" for i in range(n_hosts)]),
+        arch_names=np.array(["small", "cpu", "mem", "big"]), dims=("cpu", "mem"), demand=demand, capacity=capacity, frag_dims=(0, 1),
+        sens_dims=(), sens_demand=np.zeros((n, 0)), sens_capacity=np.zeros((n_hosts, 0)), host_arch=host_arch,
+        cost=KNOWN_OPTIMUM_ARCHS[host_arch, 2], eligible=np.ones((n, len(KNOWN_OPTIMUM_ARCHS)), dtype=bool), current=current,
+        movable=np.ones(n, dtype=bool), job=np.arange(n), domain=np.full(n_hosts, -1), rules=make_rules(RuleOptions(max_moves=None)),
+        goals=make_goals("tco", GoalWeights(fragmentation=0.0, moves=0.0)))
+    return problem, float(k * KNOWN_OPTIMUM_ARCHS[best, 2])

@@ -7,6 +7,7 @@ differences and shares a reader wants next to them.
 from __future__ import annotations
 
 import contextlib
+import math
 import sys
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -158,9 +159,14 @@ def _status(summary: dict) -> str:
         status = (f"feasible: freed {detail['freed']:,.1f} of at most {detail['freeable_bound']:,.1f} freeable "
                   f"({'n/a' if share is None else f'{share:.1%}'} of the bound)")
     elif "primary_lower_bound" in detail:
-        gap = detail.get("primary_gap")
+        gap, lower = detail.get("primary_gap"), detail["primary_lower_bound"]
         primary = "TCO" if summary["context"]["goal"] == "tco" else "hosts"
-        status = f"feasible: {primary} within {'n/a' if gap is None else f'{gap:.1%}'} of the lower bound {detail['primary_lower_bound']:,.1f}"
+        if lower is None or not math.isfinite(lower):
+            status = f"feasible: no lower bound on {primary} could be computed ({detail.get('reason', 'the bound model failed')})"
+        elif gap is not None and gap <= 1e-9:
+            status = f"feasible: {primary} proven optimal (equals the lower bound {lower:,.1f})"
+        else:
+            status = f"feasible: {primary} within {'n/a' if gap is None else f'{gap:.1%}'} of the lower bound {lower:,.1f}"
     else:
         gap = summary["gap"]
         status = f"feasible (gap {'unknown' if gap is None else f'{gap:.2%}'} to the solver's bound)"

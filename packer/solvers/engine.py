@@ -49,7 +49,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -386,8 +386,13 @@ def solve_engine(
     start: np.ndarray | None = None,
     hosts_per_arch: np.ndarray | None = None,
     task_arch: np.ndarray | None = None,
+    starts: Sequence[np.ndarray] = (),
 ) -> SolveResult:
     """Run the scalable engine from ``start`` (default: the current placement).
+
+    ``starts``: further valid placements (e.g. :func:`packer.solvers.patterns.pattern_packing`)
+    the engine also starts from when the budget cannot bind; the best after the emptying
+    passes is refined.
 
     In full repack (``problem.max_moves is None``), ``hosts_per_arch`` (e.g. from
     :func:`packer.solvers.bounds.repack_cost_bound`) adds a second start built by
@@ -422,9 +427,11 @@ def solve_engine(
                 timed_out = _relieve_interference(state, budget, config, deadline, report)
         # With a budget that covers every movable task, a full repack's construction is allowed too.
         unbound = full or budget >= int(problem.movable.sum())
-        if unbound and hosts_per_arch is not None and not timed_out:
-            for in_place in (True, False):
-                built = construct_repack(problem, hosts_per_arch, task_arch, keep_in_place=in_place)
+        if unbound and not timed_out:
+            built_starts = list(starts)
+            if hosts_per_arch is not None:
+                built_starts += [construct_repack(problem, hosts_per_arch, task_arch, keep_in_place=in_place) for in_place in (True, False)]
+            for built in built_starts:
                 if built is None or timed_out:
                     continue
                 best_state = state

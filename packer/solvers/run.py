@@ -30,19 +30,22 @@ is honoured by the engine only, the relative-performance guard not by the baseli
 Every result carries a bound on its objective: the exact models' own dual bound,
 or for the engine one derived from :mod:`packer.solvers.bounds` — for move-bounded
 repacking the objective can be no lower than the current primary cost minus the
-most cost the move budget could free; for a full repack no lower than the MILP lower
-bound on the primary cost. The bound's details go into ``result.stats["bound"]``.
+most cost the move budget could free; for a full repack no lower than the better of the
+MILP lower bound over architectures and the column-generation bound over host patterns
+(:mod:`packer.solvers.patterns`, whose packing is also a start for the engine). The
+bound's details go into ``result.stats["bound"]``.
 """
 from __future__ import annotations
 
 import logging
 import math
+import time
 from typing import Callable
 
 import numpy as np
 
 from packer.errors import InputError
-from packer.model.metrics import evaluate
+from packer.model.metrics import evaluate, violations
 from packer.model.problem import PlacementProblem
 from packer.solvers.baselines import BASELINES, run_baseline
 from packer.solvers.bounds import freeable_cost_bound, repack_cost_bound
@@ -51,6 +54,7 @@ from packer.solvers.engine import EngineConfig, Progress, solve_engine
 from packer.solvers.exact import unplaceable_tasks
 from packer.solvers.leximin import solve_leximin_engine, solve_leximin_exact
 from packer.solvers.milp import solve_milp
+from packer.solvers.patterns import column_generation, pattern_packing, supported
 from packer.solvers.result import SolveResult
 
 log = logging.getLogger(__name__)
@@ -64,6 +68,11 @@ AUTO_EXACT_MAX_TASKS = 200
 EXACT_MAX_PAIRS = {"cpsat": 1_000_000, "cbc": 100_000, "highs": 100_000}
 #: Largest instance the ``fair`` goal solves exactly under ``--solver auto``.
 LEXIMIN_EXACT_MAX_TASKS = 60
+#: Share of a full repack's time limit that column generation may spend on its bound (and half as much on its packing).
+PATTERN_TIME_SHARE = 0.25
+#: Column generation stops early while its master LP is above this many times the MILP bound over architectures
+#: (measured: Falkenauer's triplets stay ~12% above it, and the time is the neighbourhood search's).
+PATTERN_GIVE_UP = 1.1
 #: The solvers of each strategy, as messages name them.
 STRATEGY_SOLVERS = {"engine": "the engine solver", "exact": "the exact solvers (cpsat, cbc, highs)",
                     "fair": "the fair goal's solvers", "baselines": "the baseline policies"}
@@ -127,6 +136,39 @@ def engine_bound(problem: PlacementProblem) -> tuple[float, dict, np.ndarray | N
                                      "primary_before": before, "exact": freeable.exact, **freeable.detail}, None
 
 
+def _pattern_bound_and_start(problem: PlacementProblem, time_limit: float, detail: dict,
+                             progress: Callable[[Progress], None] | None) -> tuple[float, np.ndarray | None]:
+    """Column generation on a full repack (:mod:`packer.solvers.patterns`): the better lower bound, recorded in ``detail``, and a valid start.
+
+    It gets :data:`PATTERN_TIME_SHARE` of ``time_limit`` for the bound and half as much for
+    the integer packing; the engine gets the rest.
+    """
+    if progress is not None:
+        today, lower = evaluate(problem, problem.current), detail["primary_lower_bound"]
+        progress(Progress("column generation", today.objective, lower if math.isfinite(lower) else None, 0, today.hosts, 0.0))
+    found = column_generation(problem, time_limit=PATTERN_TIME_SHARE * time_limit,
+                              give_up_above=PATTERN_GIVE_UP * detail["primary_lower_bound"])
+    detail.update(found.detail)
+    lower = _integral_lower_bound(problem, found.bound)
+    if lower > detail["primary_lower_bound"]:
+        detail.update(primary_lower_bound=lower, kind="lower bound on primary cost (full repack, column generation over host patterns)")
+    packed = pattern_packing(problem, found, time_limit=PATTERN_TIME_SHARE * time_limit / 2)
+    if packed is not None and violations(problem, packed):
+        log.warning("pattern packing broke a rule (%s); not used", "; ".join(violations(problem, packed)))
+        packed = None
+    if packed is not None:
+        detail["pattern_packing"] = float(problem.primary_cost[np.unique(packed)].sum())
+    return detail["primary_lower_bound"], packed
+
+
+def _integral_lower_bound(problem: PlacementProblem, value: float) -> float:
+    """``value`` rounded up when every host's primary cost is an integer (a placement's cost is then one too)."""
+    cost = problem.primary_cost
+    if np.isfinite(value) and np.array_equal(cost, np.round(cost)):
+        return float(math.ceil(value - 1e-6))
+    return value
+
+
 def run_solver(
     problem: PlacementProblem,
     solver: str = "auto",
@@ -159,13 +201,21 @@ def run_solver(
     stuck = unplaceable_tasks(problem)
     if len(stuck):
         return SolveResult.infeasible(problem.current, problem.task_ids[stuck].tolist(), "engine", 0.0)
+    t0 = time.perf_counter()
     bound, detail, task_arch = engine_bound(problem)
     hosts_per_arch = None
     if "hosts_per_arch" in detail:
         hosts_per_arch = np.array([detail["hosts_per_arch"][a] for a in problem.arch_names.tolist()], dtype=float)
+    starts = []
+    if "primary_lower_bound" in detail and supported(problem):
+        bound, start = _pattern_bound_and_start(problem, time_limit, detail, progress)
+        if start is not None:
+            starts.append(start)
     target = detail["primary_lower_bound"] if "primary_lower_bound" in detail else detail["primary_before"] - detail["freeable_bound"]
-    config = EngineConfig(time_limit=time_limit, seed=seed, progress=progress, bound=bound, primary_target=target)
-    result = solve_engine(problem, config, hosts_per_arch=hosts_per_arch, task_arch=task_arch)
+    remaining = max(0.0, time_limit - (time.perf_counter() - t0))
+    config = EngineConfig(time_limit=remaining, seed=seed, progress=progress, bound=bound, primary_target=target)
+    result = solve_engine(problem, config, hosts_per_arch=hosts_per_arch, task_arch=task_arch, starts=starts)
+    result.wall_s = time.perf_counter() - t0
     result.bound = bound if math.isfinite(bound) else -math.inf
     after = evaluate(problem, result.assign)
     if "freeable_bound" in detail:
@@ -174,7 +224,7 @@ def run_solver(
         detail["share_of_bound"] = freed / detail["freeable_bound"] if detail["freeable_bound"] > 0 else None
     else:
         primary = float(problem.primary_cost[np.unique(result.assign)].sum())
-        detail["primary_gap"] = (primary - bound) / bound if bound > 0 else None
+        detail["primary_gap"] = (primary - bound) / bound if 0 < bound < math.inf else None
     result.stats["bound"] = detail
     result.stats["objective_check"] = after.objective
     return result

@@ -1,0 +1,484 @@
+"""Pattern-based column generation (Gilmore–Gomory) for full repacks: a lower bound, and packings.
+
+The tasks collapse into *classes*: tasks with one eligibility signature and one demand
+vector on a grid (``unit_d`` = the largest capacity in dimension d / ``grid``). The
+grid is the finest of :data:`GRIDS` that leaves at most ``max_classes`` classes; a
+class's demand is its tasks' demand rounded *down* to the grid, so every statement
+below about the classes relaxes the real tasks. Hosts collapse into *types*
+(architecture, capacity, primary cost). A *pattern* of a type is how many tasks of each
+class one host of the type holds. The master LP:
+
+    min  Σ_p c_type(p) λ_p
+    s.t. Σ_p a_cp λ_p + Σ_a y_ac ≥ n_c       ∀ class c        (dual π_c ≥ 0)
+         Σ_{p of type t} λ_p ≤ N_t          ∀ type t         (dual μ_t ≤ 0)
+         Σ_c k_cd y_ac ≤ R_ad               ∀ arch a, dim d  (room left on hosts with pinned tasks)
+         λ, y ≥ 0
+
+Hosts that hold a pinned task stay open (their cost is a constant) and offer their
+room only in aggregate per architecture (``y``), a further relaxation. Pricing, per
+type, is a multi-dimensional knapsack ``max Σ π_c a_c s.t. Σ a_c k_cd ≤ K_d``, solved by
+CP-SAT. At every iteration, for the duals π of that iteration,
+
+    L(π) = constant + Σ_c π_c n_c + Σ_t N_t · min(0, c_t − v̄_t) − Σ_a w̄_a
+
+is a lower bound on the primary cost of every valid placement (Lagrangian relaxation
+of the class rows), with v̄_t an upper bound on type t's knapsack value (CP-SAT's own
+bound when a pricing run stops early) and w̄_a one on the pinned room's value (the
+smallest single-dimension fractional knapsack). The bound reported is the best L(π)
+seen, so a run stopped at any time still reports a valid bound.
+
+Packings (:func:`pattern_packing`): the integer master over the columns found
+(HiGHS), then real tasks into the chosen patterns' slots with exact capacity and
+eligibility checks; the few that do not fit (grid rounding) are placed by best fit.
+
+Supported: capacity, eligibility (a task may also stay on its current host), pins,
+any goal whose primary cost is per open host (``tco``, ``hosts``). Not modelled:
+sensitivity, spread, anti-affinity, relative-performance and at-risk guards — the
+bound relaxes them (it stays valid), the packing does not honour them, so
+:func:`pattern_packing` is not used when the problem has such rules. A host over
+capacity today may keep its tasks: its room in the bound covers its load, and the
+packing puts on it only tasks it holds today.
+"""
+from __future__ import annotations
+
+import datetime
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from ortools.math_opt.python import mathopt
+from ortools.sat.python import cp_model
+
+from packer.model.metrics import TOLERANCE, host_loads, initially_overloaded
+from packer.model.problem import PlacementProblem
+
+log = logging.getLogger(__name__)
+
+#: Grids tried, finest first (units per largest capacity of a dimension).
+GRIDS = (1 << 16, 1 << 14, 1 << 12, 2048, 1024, 512, 256, 128, 64, 32)
+#: Rules the packing honours (others make :func:`pattern_packing` decline).
+PACKING_RULES = frozenset({"capacity", "eligibility", "pins", "move budget"})
+_PRICING_SCALE = 1 << 20
+
+
+@dataclass
+class Classes:
+    """Tasks grouped as the module doc says. ``k`` (C, D) grid units; ``count`` (C,); ``allowed`` (C, A); ``of_task`` (T,), -1 for pinned."""
+
+    unit: np.ndarray
+    k: np.ndarray
+    count: np.ndarray
+    allowed: np.ndarray
+    of_task: np.ndarray
+    grid: int
+
+
+@dataclass
+class HostTypes:
+    """Unpinned hosts by (architecture, capacity, cost). ``room`` (Ty, D) grid units; ``hosts`` lists each type's host indices."""
+
+    arch: np.ndarray
+    room: np.ndarray
+    cost: np.ndarray
+    hosts: list[np.ndarray]
+    pinned_room: np.ndarray  # (A, D) grid units left on hosts holding pinned tasks
+    constant: float  # primary cost of hosts holding pinned tasks
+
+
+@dataclass
+class PatternResult:
+    """What :func:`column_generation` found. ``bound``: best L(π) (primary-cost units); ``lp``: the last master LP value."""
+
+    bound: float
+    lp: float
+    converged: bool
+    iterations: int
+    classes: Classes
+    types: HostTypes
+    columns: list[tuple[int, np.ndarray]] = field(default_factory=list)  # (type, counts per class)
+    wall_s: float = 0.0
+    master: mathopt.Model | None = None  # the master LP; ``column_vars`` are its variables of ``columns``, in order
+    column_vars: list = field(default_factory=list)
+    gave_up: bool = False  # stopped early, the LP still far above ``give_up_above``: no packing from these columns
+
+    @property
+    def detail(self) -> dict:
+        def finite(x: float) -> float | None:
+            return float(x) if math.isfinite(x) else None
+
+        return {"pattern_bound": finite(self.bound), "pattern_lp": finite(self.lp), "pattern_converged": self.converged,
+                "pattern_iterations": self.iterations, "pattern_columns": len(self.columns), "pattern_gave_up": self.gave_up,
+                "pattern_classes": len(self.classes.count), "pattern_grid": self.classes.grid, "pattern_wall_s": round(self.wall_s, 2)}
+
+
+def supported(problem: PlacementProblem) -> bool:
+    """Whether :func:`column_generation` applies: a full repack, or a budget covering every movable task."""
+    unbound = problem.max_moves is None or problem.max_moves >= int(problem.movable.sum())
+    return unbound and int(problem.movable.sum()) > 0
+
+
+def task_classes(problem: PlacementProblem, max_classes: int = 300) -> Classes:
+    """The movable tasks' classes on the finest grid of :data:`GRIDS` that gives at most ``max_classes`` of them."""
+    movable = np.flatnonzero(problem.movable)
+    signature = problem.eligible[movable].copy()
+    signature[np.arange(len(movable)), problem.host_arch[problem.current[movable]]] = True  # it may always stay
+    top = np.maximum(problem.capacity.max(axis=0), 1e-300)
+    for grid in GRIDS:
+        unit = top / grid
+        k = np.floor(problem.demand[movable] / unit).astype(np.int64)
+        rows, inverse, count = np.unique(np.hstack([signature, k]), axis=0, return_inverse=True, return_counts=True)
+        if len(rows) <= max_classes or grid == GRIDS[-1]:
+            break
+    A = signature.shape[1]
+    of_task = np.full(problem.n_tasks, -1, dtype=np.int64)
+    of_task[movable] = inverse.ravel()
+    return Classes(unit=unit, k=rows[:, A:], count=count, allowed=rows[:, :A].astype(bool), of_task=of_task, grid=grid)
+
+
+def host_types(problem: PlacementProblem, classes: Classes) -> HostTypes:
+    """Unpinned hosts grouped into types; the room and cost of the hosts holding pinned tasks."""
+    pinned = ~problem.movable
+    pinned_host = np.bincount(problem.current[pinned], minlength=problem.n_hosts) > 0
+    # A host over capacity today may keep (part of) its load: its room covers that load.
+    loads = host_loads(problem, problem.current)
+    raised = np.maximum(problem.capacity, np.where(initially_overloaded(problem)[:, None], loads, 0.0))
+    # A valid placement may exceed capacity by TOLERANCE: so may the relaxation.
+    room = np.floor((raised + TOLERANCE) / classes.unit).astype(np.int64)
+    free = np.flatnonzero(~pinned_host)
+    key = np.column_stack([problem.host_arch[free], room[free], problem.primary_cost[free]])
+    rows, inverse = np.unique(key, axis=0, return_inverse=True)
+    inverse = inverse.ravel()
+    pinned_load = np.zeros_like(problem.capacity)
+    np.add.at(pinned_load, problem.current[pinned], problem.demand[pinned])
+    pinned_room = np.zeros((len(problem.arch_names), len(problem.dims)))
+    np.add.at(pinned_room, problem.host_arch[pinned_host], np.clip(raised + TOLERANCE - pinned_load, 0, None)[pinned_host])
+    return HostTypes(arch=rows[:, 0].astype(np.int64), room=rows[:, 1:-1].astype(np.int64), cost=rows[:, -1].astype(float),
+                     hosts=[free[inverse == i] for i in range(len(rows))],
+                     pinned_room=np.floor(pinned_room / classes.unit),
+                     constant=float(problem.primary_cost[pinned_host].sum()))
+
+
+def _fractional_value(pi: np.ndarray, k: np.ndarray, count: np.ndarray, room: np.ndarray) -> float:
+    """An upper bound on ``max Σ π_c a_c`` s.t. ``Σ a_c k_cd ≤ room_d``, ``0 ≤ a_c ≤ count_c``: the smallest one-dimension fractional knapsack."""
+    best = np.inf
+    for d in range(k.shape[1]):
+        size = k[:, d].astype(float)
+        free = size == 0
+        total = float((pi[free] * count[free]).sum())
+        order = np.flatnonzero(~free & (pi > 0))
+        order = order[np.argsort(-pi[order] / size[order], kind="stable")]
+        # Greedy by value per unit is the fractional knapsack's optimum: whole items while they fit, then a fraction.
+        filled = np.cumsum(count[order] * size[order])
+        whole = int(np.searchsorted(filled, room[d], side="right"))
+        total += float((pi[order[:whole]] * count[order[:whole]]).sum())
+        if whole < len(order):
+            left = room[d] - (filled[whole - 1] if whole else 0.0)
+            total += left / size[order[whole]] * pi[order[whole]]
+        best = min(best, total)
+    return float(best)
+
+
+def _greedy_patterns(pi: np.ndarray, classes: Classes, room: np.ndarray, candidates: np.ndarray) -> list[np.ndarray]:
+    """Patterns built greedily by value per unit of each dimension and of the tightest one (cheap pricing)."""
+    candidates = candidates[pi[candidates] > 1e-12]
+    if len(candidates) == 0:
+        return []
+    k = classes.k[candidates].astype(float)
+    share = k / np.maximum(room, 1)[None, :]
+    keys = [share.max(axis=1)] + [share[:, d] for d in range(k.shape[1]) if share[:, d].any()]
+    patterns = []
+    for key in keys:
+        order = np.argsort(-pi[candidates] / np.maximum(key, 1e-12), kind="stable")
+        left = room.astype(float).copy()
+        counts = np.zeros(len(classes.count), dtype=np.int64)
+        for i in order:
+            size = k[i]
+            n = classes.count[candidates[i]] if not size.any() else min(classes.count[candidates[i]], int((left[size > 0] // size[size > 0]).min()))
+            if n > 0:
+                counts[candidates[i]] = n
+                left -= n * size
+        if counts.any():
+            patterns.append(counts)
+    return patterns
+
+
+def _price(pi: np.ndarray, classes: Classes, room: np.ndarray, candidates: np.ndarray, time_limit: float,
+           hint: np.ndarray | None) -> tuple[list[np.ndarray], float, bool]:
+    """Patterns of one host type, best last, an upper bound on a pattern's value (``Σ π_c a_c``), and whether the last is proven best.
+
+    Maximizes ``Σ π_c a_c`` s.t. ``Σ a_c k_cd ≤ room_d`` over ``candidates`` with CP-SAT; π is
+    rounded up to integers, so the bound (CP-SAT's, divided back) is ≥ the real optimum.
+    Every improving solution CP-SAT meets is returned: more columns per master solve.
+    """
+    candidates = candidates[pi[candidates] > 1e-12]
+    if len(candidates) == 0:
+        return [], 0.0, True
+    k = classes.k[candidates]
+    with np.errstate(divide="ignore"):
+        per_dim = np.where(k > 0, room[None, :] // np.maximum(k, 1), np.iinfo(np.int64).max)
+    ub = np.minimum(classes.count[candidates], per_dim.min(axis=1))
+    keep = ub > 0
+    candidates, k, ub = candidates[keep], k[keep], ub[keep]
+    if len(candidates) == 0:
+        return [], 0.0, True
+    scale = _PRICING_SCALE / float(pi[candidates].max())
+    weights = np.ceil(pi[candidates] * scale).astype(np.int64)
+    model = cp_model.CpModel()
+    a = [model.new_int_var(0, int(u), "") for u in ub]
+    for d in np.flatnonzero(k.any(axis=0)):
+        model.add(cp_model.LinearExpr.weighted_sum(a, k[:, d].tolist()) <= int(room[d]))
+    model.maximize(cp_model.LinearExpr.weighted_sum(a, weights.tolist()))
+    if hint is not None:
+        for var, c in zip(a, candidates):
+            model.add_hint(var, int(min(hint[c], ub[np.searchsorted(candidates, c)])))
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(0.05, time_limit)
+    solver.parameters.num_workers = 1
+    solver.parameters.cp_model_presolve = False  # small knapsacks: presolve costs more than it saves
+    found = _Solutions(a, candidates, len(classes.count))
+    status = solver.solve(model, found)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return [], float(weights.astype(float) @ ub) / scale, False
+    bound = solver.objective_value if status == cp_model.OPTIMAL else solver.best_objective_bound
+    return found.patterns, float(bound) / scale, status == cp_model.OPTIMAL
+
+
+class _Solutions(cp_model.CpSolverSolutionCallback):
+    """Every solution CP-SAT reports, as counts per class."""
+
+    def __init__(self, variables: list, candidates: np.ndarray, n_classes: int):
+        super().__init__()
+        self.variables, self.candidates, self.n_classes = variables, candidates, n_classes
+        self.patterns: list[np.ndarray] = []
+
+    def on_solution_callback(self) -> None:
+        counts = np.zeros(self.n_classes, dtype=np.int64)
+        counts[self.candidates] = [self.value(v) for v in self.variables]
+        self.patterns.append(counts)
+
+
+def _lagrangian_bound(pi: np.ndarray, upper: np.ndarray, classes: Classes, types: HostTypes) -> float:
+    """The better of L(π) and L(π/θ) (module doc), θ = the largest value per cost of any host type's pattern (``upper``: bounds on those values)."""
+    pinned = sum(_fractional_value(np.where(classes.allowed[:, a], pi, 0.0), classes.k, classes.count, room)
+                 for a, room in enumerate(types.pinned_room))
+    counts = np.array([len(h) for h in types.hosts], dtype=float)
+    plain = types.constant + float(pi @ classes.count) - pinned + float((counts * np.minimum(0.0, types.cost - upper)).sum())
+    # Scaling π by 1/θ makes every pattern price at most its cost, so the host-count terms vanish (Farley's bound).
+    theta = max(1.0, float((upper / np.maximum(types.cost, 1e-300)).max(initial=0.0)))
+    return max(plain, types.constant + (float(pi @ classes.count) - pinned) / theta)
+
+
+def column_generation(problem: PlacementProblem, time_limit: float = 30.0, max_classes: int = 300,
+                      pricing_time: float = 2.0, give_up_above: float = np.inf) -> PatternResult | None:
+    """Run column generation (module doc) for at most ``time_limit`` seconds; None where it does not apply (:func:`supported`).
+
+    ``give_up_above`` (primary-cost units): stop after 40% of the time while the master LP
+    is still above it (e.g. 1.1 × another lower bound): columns that far from a packing
+    will not give a useful one, and the time is better spent by the caller.
+    """
+    if not supported(problem):
+        return None
+    t0 = time.perf_counter()
+    deadline = t0 + time_limit
+    classes = task_classes(problem, max_classes)
+    types = host_types(problem, classes)
+    C, Ty = len(classes.count), len(types.cost)
+    fits = classes.allowed[:, types.arch] & (classes.k[:, None, :] <= types.room[None, :, :]).all(axis=2)
+
+    model = mathopt.Model(name="patterns")
+    cover = [model.add_linear_constraint(lb=float(n)) for n in classes.count]
+    limit = [model.add_linear_constraint(ub=float(len(h))) for h in types.hosts]
+    for a in np.flatnonzero((types.pinned_room > 0).any(axis=1)):
+        usable = np.flatnonzero(classes.allowed[:, a] & (classes.k <= types.pinned_room[a]).all(axis=1))
+        if len(usable) == 0:
+            continue
+        y = [model.add_variable(lb=0.0) for _ in usable]
+        for c, var in zip(usable, y):
+            cover[c].set_coefficient(var, 1.0)
+        for d in range(classes.k.shape[1]):
+            room_row = model.add_linear_constraint(ub=float(types.pinned_room[a, d]))
+            for c, var in zip(usable, y):
+                if classes.k[c, d]:
+                    room_row.set_coefficient(var, float(classes.k[c, d]))
+    columns: list[tuple[int, np.ndarray]] = []
+    column_vars: list = []
+    seen: set[tuple[int, bytes]] = set()
+
+    def add_column(t: int, counts: np.ndarray) -> bool:
+        key = (t, counts.tobytes())
+        if key in seen:
+            return False
+        seen.add(key)
+        var = model.add_variable(lb=0.0)
+        model.objective.set_linear_coefficient(var, float(types.cost[t]))
+        limit[t].set_coefficient(var, 1.0)
+        for c in np.flatnonzero(counts):
+            cover[c].set_coefficient(var, float(counts[c]))
+        columns.append((t, counts))
+        column_vars.append(var)
+        return True
+
+    # Start from the current placement's hosts (a feasible master) and one singleton per class.
+    type_of_host = np.full(problem.n_hosts, -1, dtype=np.int64)
+    for t, hosts in enumerate(types.hosts):
+        type_of_host[hosts] = t
+    movable = np.flatnonzero(problem.movable & (type_of_host[problem.current] >= 0))
+    held = np.zeros((problem.n_hosts, C), dtype=np.int64)
+    np.add.at(held, (problem.current[movable], classes.of_task[movable]), 1)
+    for h in np.flatnonzero(held.any(axis=1)):
+        add_column(int(type_of_host[h]), held[h])
+    for c in range(C):
+        types_c = np.flatnonzero(fits[c])
+        if len(types_c):
+            single = np.zeros(C, dtype=np.int64)
+            single[c] = 1
+            add_column(int(types_c[np.argmin(types.cost[types_c])]), single)
+
+    best_bound, lp_value, converged, iterations = -np.inf, np.inf, False, 0
+    integral = bool(np.array_equal(types.cost, np.round(types.cost)))
+    gave_up = False
+    last: list[np.ndarray | None] = [None] * Ty
+    candidates = [np.flatnonzero(fits[:, t]) for t in range(Ty)]
+    lp = mathopt.IncrementalSolver(model, mathopt.SolverType.GLOP)  # warm-started after each new column
+    while time.perf_counter() < deadline:
+        iterations += 1
+        result = lp.solve()
+        if result.termination.reason != mathopt.TerminationReason.OPTIMAL:
+            log.warning("pattern master LP: %s", result.termination.reason.name)
+            break
+        lp_value = float(result.objective_value())
+        pi = np.clip(np.asarray(result.dual_values(cover), dtype=float), 0.0, None)
+        mu = np.clip(np.asarray(result.dual_values(limit), dtype=float), None, 0.0)
+        upper = np.array([_fractional_value(pi[c], classes.k[c], classes.count[c], types.room[t]) for t, c in enumerate(candidates)])
+        added = 0
+        for t in range(Ty):  # cheap pricing first
+            for counts in _greedy_patterns(pi, classes, types.room[t], candidates[t]):
+                if types.cost[t] - mu[t] - float(pi @ counts) < -1e-9 * max(1.0, types.cost[t]):
+                    added += add_column(t, counts)
+        proven = False
+        if added == 0:  # the exact pricing, to find columns the greedy misses or to prove there are none
+            proven = True
+            for t in np.argsort(types.cost):
+                left = deadline - time.perf_counter()
+                if left <= 0:
+                    proven = False
+                    break
+                found, bound_t, exact_t = _price(pi, classes, types.room[t], candidates[t], min(pricing_time, left), last[t])
+                upper[t] = min(upper[t], bound_t)
+                proven &= exact_t
+                if found:
+                    last[t] = found[-1]
+                for counts in found:
+                    if types.cost[t] - mu[t] - float(pi @ counts) < -1e-9 * max(1.0, types.cost[t]):
+                        added += add_column(int(t), counts)
+        best_bound = max(best_bound, _lagrangian_bound(pi, upper, classes, types))
+        if added == 0:
+            converged = proven
+            break
+        if integral and math.ceil(best_bound - 1e-6) >= math.ceil(lp_value + types.constant - 1e-6):
+            break  # integer costs: the rounded bound cannot rise further
+        if lp_value + types.constant > give_up_above and time.perf_counter() > t0 + 0.4 * time_limit:
+            gave_up = True
+            break
+    lp_value += types.constant
+    return PatternResult(bound=best_bound, lp=lp_value, converged=converged, iterations=iterations, classes=classes, types=types,
+                         columns=columns, wall_s=time.perf_counter() - t0, master=model, column_vars=column_vars, gave_up=gave_up)
+
+
+def pattern_packing(problem: PlacementProblem, found: PatternResult, time_limit: float = 10.0) -> np.ndarray | None:
+    """A placement from the columns of ``found`` (module doc): integer master, slots, then best fit for the rest.
+
+    None when the problem has rules the packing does not honour (:data:`PACKING_RULES`),
+    column generation gave up, or the integer master finds no solution in ``time_limit`` seconds. The placement may
+    still break a rule the caller checks; the engine only keeps a valid start.
+    """
+    if any(rule.name not in PACKING_RULES for rule in problem.rules) or not found.columns or found.gave_up:
+        return None
+    classes, types = found.classes, found.types
+    for var in found.column_vars:
+        var.integer = True
+    try:
+        params = mathopt.SolveParameters(time_limit=datetime.timedelta(seconds=max(0.1, time_limit)), relative_gap_tolerance=1e-4)
+        result = mathopt.solve(found.master, mathopt.SolverType.HIGHS, params=params)
+    finally:
+        for var in found.column_vars:
+            var.integer = False
+    if not result.has_primal_feasible_solution():
+        return None
+    used = np.round(result.variable_values(found.column_vars)).astype(np.int64)
+    col_type = np.array([t for t, _ in found.columns])
+    counts = np.stack([c for _, c in found.columns])
+    return _fill(problem, classes, types, col_type, counts, used)
+
+
+def _fill(problem: PlacementProblem, classes: Classes, types: HostTypes, col_type: np.ndarray, counts: np.ndarray,
+          used: np.ndarray) -> np.ndarray:
+    """Real tasks into the chosen patterns' hosts, with exact checks; the rest by best fit (cheapest new host last)."""
+    assign = problem.current.copy()
+    load = np.zeros_like(problem.capacity)
+    movable = problem.movable
+    np.add.at(load, problem.current[~movable], problem.demand[~movable])
+    overloaded = initially_overloaded(problem)
+    placed = ~movable.copy()
+    size = (problem.demand / problem.capacity.max(axis=0)).sum(axis=1)
+    members = np.flatnonzero(classes.of_task >= 0)
+    members = members[np.lexsort((-size[members], classes.of_task[members]))]
+    starts = np.searchsorted(classes.of_task[members], np.arange(len(classes.count) + 1))
+    by_class = [list(members[starts[c]:starts[c + 1]]) for c in range(len(classes.count))]  # largest first
+    here: dict[tuple[int, int], list[int]] = {}
+    for x in members.tolist():
+        here.setdefault((int(problem.current[x]), int(classes.of_task[x])), []).append(x)
+
+    def fits(t: int, h: int) -> bool:
+        if overloaded[h]:
+            return problem.current[t] == h
+        allowed = problem.eligible[t, problem.host_arch[h]] or problem.current[t] == h
+        return bool(allowed and (load[h] + problem.demand[t] <= problem.capacity[h] + TOLERANCE).all())
+
+    def put(t: int, h: int) -> None:
+        assign[t] = h
+        load[h] += problem.demand[t]
+        placed[t] = True
+
+    held = np.bincount(problem.current[movable], minlength=problem.n_hosts)
+    for t in range(len(types.cost)):
+        hosts = types.hosts[t]
+        queue = list(hosts[np.argsort(-held[hosts], kind="stable")])  # hosts holding tasks today first: fewer moves
+        for j in np.flatnonzero((col_type == t) & (used > 0)):
+            for _ in range(used[j]):
+                h = int(queue.pop(0))
+                for c in np.flatnonzero(counts[j]).tolist():
+                    want = int(counts[j, c])
+                    # The class's tasks already on h stay; then the largest that still fit.
+                    for x in here.get((h, c), []):
+                        if want and not placed[x] and fits(x, h):
+                            put(x, h)
+                            want -= 1
+                    pending = by_class[c]
+                    while pending and placed[pending[0]]:
+                        pending.pop(0)
+                    for x in pending:
+                        if want == 0:
+                            break
+                        if not placed[x] and fits(x, h):
+                            put(x, h)
+                            want -= 1
+    rest = np.flatnonzero(~placed)
+    open_hosts = np.bincount(assign[placed], minlength=problem.n_hosts) > 0
+    for t in rest[np.argsort(-size[rest], kind="stable")]:
+        ok = (load + problem.demand[t] <= problem.capacity + TOLERANCE).all(axis=1)
+        ok &= problem.eligible[t, problem.host_arch] | (np.arange(problem.n_hosts) == problem.current[t])
+        ok &= ~overloaded | (np.arange(problem.n_hosts) == problem.current[t])
+        opened = np.flatnonzero(ok & open_hosts)
+        if len(opened):  # best fit: the open host left fullest
+            h = opened[np.argmin(((problem.capacity[opened] - load[opened] - problem.demand[t]) / problem.capacity[opened]).sum(axis=1))]
+        else:
+            closed = np.flatnonzero(ok)
+            if not len(closed):
+                return None
+            h = closed[np.argmin(problem.primary_cost[closed])]
+        put(t, h)
+        open_hosts[h] = True
+    return assign
