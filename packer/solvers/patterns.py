@@ -42,6 +42,7 @@ packing puts on it only tasks it holds today.
 from __future__ import annotations
 
 import datetime
+import itertools
 import logging
 import math
 import time
@@ -231,8 +232,8 @@ def _price(pi: np.ndarray, classes: Classes, room: np.ndarray, candidates: np.nd
         model.add(cp_model.LinearExpr.weighted_sum(a, k[:, d].tolist()) <= int(room[d]))
     model.maximize(cp_model.LinearExpr.weighted_sum(a, weights.tolist()))
     if hint is not None:
-        for var, c in zip(a, candidates):
-            model.add_hint(var, int(min(hint[c], ub[np.searchsorted(candidates, c)])))
+        for var, c, u in zip(a, candidates, ub):
+            model.add_hint(var, int(min(hint[c], u)))
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.05, time_limit)
     solver.parameters.num_workers = 1
@@ -414,8 +415,11 @@ def pattern_packing(problem: PlacementProblem, found: PatternResult, time_limit:
 
 
 def _fill(problem: PlacementProblem, classes: Classes, types: HostTypes, col_type: np.ndarray, counts: np.ndarray,
-          used: np.ndarray) -> np.ndarray:
-    """Real tasks into the chosen patterns' hosts, with exact checks; the rest by best fit (cheapest new host last)."""
+          used: np.ndarray) -> np.ndarray | None:
+    """Real tasks into the chosen patterns' hosts, with exact checks; the rest by best fit (cheapest new host last).
+
+    None when a task fits no host left.
+    """
     assign = problem.current.copy()
     load = np.zeros_like(problem.capacity)
     movable = problem.movable
@@ -426,7 +430,8 @@ def _fill(problem: PlacementProblem, classes: Classes, types: HostTypes, col_typ
     members = np.flatnonzero(classes.of_task >= 0)
     members = members[np.lexsort((-size[members], classes.of_task[members]))]
     starts = np.searchsorted(classes.of_task[members], np.arange(len(classes.count) + 1))
-    by_class = [list(members[starts[c]:starts[c + 1]]) for c in range(len(classes.count))]  # largest first
+    by_class = [members[starts[c]:starts[c + 1]].tolist() for c in range(len(classes.count))]  # largest first
+    first = [0] * len(classes.count)
     here: dict[tuple[int, int], list[int]] = {}
     for x in members.tolist():
         here.setdefault((int(problem.current[x]), int(classes.of_task[x])), []).append(x)
@@ -445,10 +450,10 @@ def _fill(problem: PlacementProblem, classes: Classes, types: HostTypes, col_typ
     held = np.bincount(problem.current[movable], minlength=problem.n_hosts)
     for t in range(len(types.cost)):
         hosts = types.hosts[t]
-        queue = list(hosts[np.argsort(-held[hosts], kind="stable")])  # hosts holding tasks today first: fewer moves
+        queue = iter(hosts[np.argsort(-held[hosts], kind="stable")].tolist())  # hosts holding tasks today first: fewer moves
         for j in np.flatnonzero((col_type == t) & (used > 0)):
             for _ in range(used[j]):
-                h = int(queue.pop(0))
+                h = next(queue)
                 for c in np.flatnonzero(counts[j]).tolist():
                     want = int(counts[j, c])
                     # The class's tasks already on h stay; then the largest that still fit.
@@ -456,10 +461,11 @@ def _fill(problem: PlacementProblem, classes: Classes, types: HostTypes, col_typ
                         if want and not placed[x] and fits(x, h):
                             put(x, h)
                             want -= 1
-                    pending = by_class[c]
-                    while pending and placed[pending[0]]:
-                        pending.pop(0)
-                    for x in pending:
+                    pending, i = by_class[c], first[c]
+                    while i < len(pending) and placed[pending[i]]:  # skip the class's placed prefix once
+                        i += 1
+                    first[c] = i
+                    for x in itertools.islice(pending, i, None):
                         if want == 0:
                             break
                         if not placed[x] and fits(x, h):

@@ -153,8 +153,9 @@ def _pattern_bound_and_start(problem: PlacementProblem, time_limit: float, detai
     if lower > detail["primary_lower_bound"]:
         detail.update(primary_lower_bound=lower, kind="lower bound on primary cost (full repack, column generation over host patterns)")
     packed = pattern_packing(problem, found, time_limit=PATTERN_TIME_SHARE * time_limit / 2)
-    if packed is not None and violations(problem, packed):
-        log.warning("pattern packing broke a rule (%s); not used", "; ".join(violations(problem, packed)))
+    broken = [] if packed is None else violations(problem, packed)
+    if broken:
+        log.warning("pattern packing broke a rule (%s); not used", "; ".join(broken))
         packed = None
     if packed is not None:
         detail["pattern_packing"] = float(problem.primary_cost[np.unique(packed)].sum())
