@@ -131,10 +131,22 @@ def test_engine_bound_and_status_are_reported():
     assert result.bound <= result.objective
 
 
-def test_auto_uses_the_exact_model_on_small_instances():
+def test_auto_proves_small_instances_optimal_with_the_exact_model():
     problem = random_problem(2, 12, 4, max_moves=None)
     result = run_solver(problem, "auto", time_limit=10)
-    assert result.solver == "cbc" and result.status == "optimal"
+    assert result.solver == "highs" and result.status == "optimal" and result.stats["method"] == "highs"
+
+
+def test_auto_starts_the_exact_model_from_the_engine_and_keeps_the_better_plan():
+    # An exact solver started from the current placement returned it unchanged here in its time.
+    problem = random_problem(5, 150, 60, max_moves=None)
+    result = run_solver(problem, "auto", time_limit=4)
+    tried = result.stats["auto"]
+    assert set(tried) == {"engine", "highs"} and result.solver in tried
+    assert result.objective == min(r["objective"] for r in tried.values())
+    assert result.objective < evaluate(problem, problem.current).objective - 1.0
+    assert result.bound == max(r["bound"] for r in tried.values() if r["bound"] is not None) <= result.objective
+    assert violations(problem, result.assign) == []
 
 
 def test_solvers_that_do_not_honour_a_rule_are_refused_with_the_rule_named():

@@ -116,7 +116,7 @@ def test_exact_model_keeps_a_task_already_below_the_guard_from_getting_worse():
 
 def test_the_guard_is_solved_exactly_by_auto_and_refused_by_the_baselines():
     problem = random_problem(0, sens=True, min_rp=0.0)
-    assert run_solver(problem, "auto", 5).solver == "cbc"  # the MILP states the guard like CP-SAT
+    assert run_solver(problem, "auto", 5).stats["auto"].keys() == {"engine", "highs"}  # the MILP states the guard like CP-SAT
     with pytest.raises(InputError, match="minimum relative performance"):
         run_solver(problem, "baseline-ffd", 5)
 

@@ -19,7 +19,7 @@ relative gap so that "optimal" means what it says. It is OR-Tools' HiGHS: packer
 imports ``highspy``, and where PuLP has loaded highspy's, :mod:`packer.solvers.native`
 keeps OR-Tools bound to its own.
 
-Start. CBC gets the starting placement as a MIP start (``warmStart``), HiGHS as a
+Start. CBC gets the starting placement (the current one, or the ``start`` given) as a MIP start (``warmStart``), HiGHS as a
 solution hint. CBC runs single-threaded by default, which with a fixed seed makes it
 deterministic unless the time limit cuts it short.
 """
@@ -130,8 +130,11 @@ def lp_relaxation_bound(model: ExactModel) -> float | None:
     return float(result.termination.objective_bounds.dual_bound)
 
 
-def solve_milp(problem: PlacementProblem, *, solver: str = "cbc", time_limit: float = 10.0, seed: int = 0, threads: int = 1) -> SolveResult:
+def solve_milp(problem: PlacementProblem, *, solver: str = "cbc", time_limit: float = 10.0, seed: int = 0, threads: int = 1,
+               start: np.ndarray | None = None) -> SolveResult:
     """Solve the whole instance with ``solver`` ("cbc": PuLP and CBC; "highs": MathOpt and HiGHS); ``time_limit`` in seconds.
+
+    ``start``: a valid placement the solver starts from (default: the current placement).
 
     Returns status "infeasible" with the tasks named when some task has no host to be
     on (see :func:`packer.solvers.exact.unplaceable_tasks`).
@@ -142,7 +145,7 @@ def solve_milp(problem: PlacementProblem, *, solver: str = "cbc", time_limit: fl
     stuck = unplaceable_tasks(problem)
     if len(stuck):
         return SolveResult.infeasible(problem.current, problem.task_ids[stuck].tolist(), solver, time.perf_counter() - t0)
-    model = build_exact_model(problem)
+    model = build_exact_model(problem, start)
     run = _run_cbc if solver == "cbc" else _run_highs
     status, values, model_bound = run(model, time_limit, seed, threads)
     form = model.form
