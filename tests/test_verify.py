@@ -21,6 +21,7 @@ from packer.characterization.profile import profile_tasks
 from packer.solvers.result import SolveResult
 from packer.io.trace import read_trace, write_trace
 from packer.plan.verify import verify_plan
+from packer.report.report import plan_sections
 
 from conftest import tiny_tables, write_tables
 
@@ -225,6 +226,7 @@ SOLVES = {  # plan name: packer solve options
     "engine-budget": ["--solver", "engine", "--max-moves", "3"],
     "engine-full": ["--solver", "engine", "--max-moves", "unlimited"],
     "cbc": ["--solver", "cbc"],
+    "baseline": ["--solver", "baseline-ffd"],
 }
 
 
@@ -262,11 +264,14 @@ def test_an_untouched_solved_plan_verifies(solved, name):
     trace, plans = solved
     result = run_verify(trace, plans[name][0])
     assert result.exit_code == 0, result.output
-    assert "PASS status and bound: bound" in result.output
     assert "claim, not verified: runtime_s" in result.output
     if name == "cbc":  # the exact solver's optimum, re-proven by verify
-        assert "status optimal: the objective" in result.output and "the optimum verify re-proved with CBC" in result.output
+        assert "PASS status and bound: bound 1.00402: recomputed (CBC's proven optimum)" in result.output
+        assert "status optimal: the objective 1.00402 meets the lower bound 1.00402 verify computed (the optimum verify re-proved with CBC)" in result.output
+    elif name == "baseline":
+        assert "PASS status and bound: nothing to prove" in result.output
     else:
+        assert "PASS status and bound: bound" in result.output
         assert "claim, not verified: solver.stats.interrupted: false, solver.stats.timed_out: false" in result.output
 
 
@@ -288,9 +293,12 @@ def test_an_untouched_solved_plan_verifies(solved, name):
          "solver.stats.interrupted: summary says true with status 'optimal'"),
         ("engine-full", lambda s: s["solver"]["stats"].update(timed_out=True),
          "solver.stats.timed_out: summary says true, but runtime_s"),
+        ("baseline", lambda s: with_bound(s["objective"]["total"] / 2)(s), "but the baseline-ffd policy computes no bound"),
+        ("baseline", lambda s: s.update(status="optimal"), "status: summary says 'optimal', but verify proved no bound the objective"),
     ],
     ids=["status-engine-budget", "status-engine-full", "bound-engine-budget", "bound-engine-full", "bound-cbc",
-         "gap-engine-budget", "gap-engine-full", "gap-cbc", "interrupted-cbc", "interrupted-engine", "timed-out"],
+         "gap-engine-budget", "gap-engine-full", "gap-cbc", "interrupted-cbc", "interrupted-engine", "timed-out",
+         "bound-baseline", "status-baseline"],
 )
 def test_a_forged_claim_fails(solved, tmp_path, name, edit, message):
     result = run_verify(solved[0], forged(solved, tmp_path, name, edit))
@@ -300,9 +308,12 @@ def test_a_forged_claim_fails(solved, tmp_path, name, edit, message):
 
 
 def test_console_summary_and_report_show_one_gap(solved):
+    """packer solve's status line, summary.json, report.md and packer report's plan section give one gap per plan."""
     for name, (plan, console) in solved[1].items():
         summary = json.loads((plan / SUMMARY_FILE).read_text())
         gap = format_gap(summary["gap"])
-        assert f"gap {gap} to the lower bound" in console, (name, console)
+        assert summary["gap"] == relative_gap(summary["objective"]["total"], summary["bound"])
+        assert (f"gap {gap} to the lower bound" if summary["bound"] is not None else "gap unknown (no lower bound)") in console, (name, console)
         assert f"gap {gap} ((objective − bound) / objective)" in (plan / REPORT_FILE).read_text(), name
+        assert f"gap {gap} ((objective − bound) / objective)" in plan_sections(summary)[0].text[0], name
         assert console.count("gap") == 1 and "within" not in console, (name, console)

@@ -31,7 +31,7 @@ details) and ``runtime_s``. :func:`check_claims` re-derives each of them it can:
   ``freed``, ``share_of_bound``, ``primary_lower_bound``, ``primary_gap``), its
   ``objective_check`` and ``moves``, and ``solver.objective`` are recomputed.
 
-``runtime_s``, ``created_utc``, the solver's own counts and the package versions are
+``runtime_s``, ``created_utc``, the solver's other statistics and the package versions are
 claims: listed, never silently accepted. The gap itself is checked with the objective in
 :mod:`packer.plan.verify` (:func:`packer.plan.plan.relative_gap` of the recomputed
 objective and the summary's bound).
@@ -61,7 +61,7 @@ BOUND_TOLERANCE = 1e-6
 EXACT_SOLVERS = tuple(EXACT_MAX_PAIRS)
 #: Time limit (seconds) of a solve whose context records none (the CLI's and API's default).
 DEFAULT_TIME_LIMIT = 60.0
-#: The solver stats keys :func:`check_claims` checks; the solver's other stats are its own counts (claims).
+#: The solver stats keys :func:`check_claims` checks; the solver's other stats are its own statistics (claims).
 _CHECKED_STATS = ("interrupted", "timed_out", "bound", "objective_check", "moves")
 
 
@@ -138,7 +138,8 @@ def check_claims(problem: PlacementProblem, context: PlanContext, summary: dict[
                                    "which converged: no run of it can go higher")
         if name in EXACT_SOLVERS:
             expected, method = _exact_bound(problem, context, name, status, lower, found)
-    _check_bound(found, name, bound, objective, expected, method, lower)
+    boundless = "the fair goal's solvers compute" if problem.fair else f"the {name} policy computes" if name.startswith("baseline-") else None
+    _check_bound(found, name, bound, objective, expected, method, lower, boundless)
     _check_status(found, problem, status, bound, objective, lower)
     _check_flags(found, context, summary, stats, status)
     if own:
@@ -151,8 +152,10 @@ def check_claims(problem: PlacementProblem, context: PlanContext, summary: dict[
             found.wrong.append(f"{key}: summary says {value!r}, recomputed {recomputed!r}")
     counts = [key for key in stats if key not in _CHECKED_STATS]
     if counts:
-        found.claims.append(f"solver.stats {', '.join(counts)}: the solver's own counts")
+        found.claims.append(f"solver.stats {', '.join(counts)}: the solver's own statistics")
     found.claims += [f"runtime_s: {summary.get('runtime_s')!r}", f"created_utc: {summary.get('created_utc')!r}"]
+    versions = context.versions or {}
+    found.claims.append("context.versions: " + ", ".join(f"{package} {version}" for package, version in versions.items() if version))
     return found
 
 
@@ -191,8 +194,11 @@ def _exact_bound(problem: PlacementProblem, context: PlanContext, name: str, sta
 
 
 def _check_bound(found: ClaimsFinding, name: str, bound: float | None, objective: float, expected: float | None, method: str,
-                 lower: _Lower) -> None:
-    """``bound`` against the solve's deterministic method (``expected``), the objective and verify's ``lower`` bounds."""
+                 lower: _Lower, boundless: str | None) -> None:
+    """``bound`` against the solve's deterministic method (``expected``), the objective and verify's ``lower`` bounds.
+
+    ``boundless``: who computes no bound, for a solver that reports none (baselines, the fair goal); None otherwise.
+    """
     if bound is None:  # no bound claims nothing (the gap is then unknown)
         return
     if bound > objective + BOUND_TOLERANCE * max(1.0, abs(objective)):
@@ -202,8 +208,8 @@ def _check_bound(found: ClaimsFinding, name: str, bound: float | None, objective
             found.proven.append(f"bound {bound:.6g}: recomputed ({method})")
         else:
             found.wrong.append(f"bound: summary says {bound!r}, recomputed {expected!r} ({method})")
-    elif name.startswith("baseline-"):
-        found.wrong.append(f"bound: summary says {bound!r}, but the {name} policy computes no bound")
+    elif boundless:
+        found.wrong.append(f"bound: summary says {bound!r}, but {boundless} no bound")
     elif lower.optimum is not None and bound > lower.optimum + _slack(lower.optimum):
         found.wrong.append(f"bound: summary says {bound!r}, above the optimum {lower.optimum!r} verify proved")
     elif bound <= lower.value + BOUND_TOLERANCE * max(1.0, abs(lower.value)):
