@@ -282,7 +282,7 @@ def test_an_untouched_solved_plan_verifies(solved, name):
         ("engine-full", lambda s: s.update(status="optimal"), "status: summary says 'optimal', but verify proved no bound the objective"),
         ("engine-budget", lambda s: with_bound(s["bound"] + 0.5)(s), "bound: summary says 7.5, recomputed 7.0 (the primary cost today minus"),
         ("engine-full", lambda s: (with_bound(1.003)(s), s["solver"]["stats"]["bound"].update(primary_lower_bound=1.003)),
-         "bound: summary says 1.003, above the column-generation bound 1.0 verify computed"),
+         "bound: summary says 1.003, "),  # above the column generation verify ran (or the MILP bound, where that is the solve's)
         ("cbc", with_bound(0.9), "bound: summary says 0.9, recomputed 1.0040"),
         ("engine-budget", lambda s: s.update(gap=0.01), "gap: summary says 0.01, recomputed 0.134"),
         ("engine-full", lambda s: s.update(gap=0.01), "gap: summary says 0.01, recomputed 0.0039"),
