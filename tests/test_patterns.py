@@ -98,15 +98,18 @@ def test_column_generation_gives_up_while_its_lp_stays_far_above_another_bound()
     assert pattern_packing(problem, found) is None
 
 
-def _summary(lower, gap) -> dict:
-    return {"status": "feasible", "gap": None, "context": {"goal": "tco"},
+def _summary(lower, gap, bound=None) -> dict:
+    objective = 90.0
+    return {"status": "feasible", "bound": bound, "gap": None if bound is None else (objective - bound) / objective,
+            "objective": {"total": objective}, "context": {"goal": "tco"},
             "solver": {"stats": {"bound": {"primary_lower_bound": lower, "primary_gap": gap, "reason": "INFEASIBLE"}}}}
 
 
 def test_the_console_never_prints_an_infinite_bound_and_says_when_the_bound_is_reached():
     from packer.cli.output import _status
 
-    assert _status(_summary(float("inf"), None)) == "feasible: no lower bound on TCO could be computed (INFEASIBLE)"
-    assert _status(_summary(None, None)).startswith("feasible: no lower bound on TCO could be computed")
-    assert _status(_summary(86.0, 0.0)) == "feasible: TCO proven optimal (equals the lower bound 86.0)"
-    assert _status(_summary(86.0, 0.035)) == "feasible: TCO within 3.5% of the lower bound 86.0"
+    assert _status(_summary(float("inf"), None)) == "feasible: gap unknown (no lower bound could be computed: INFEASIBLE)"
+    assert _status(_summary(None, None)).startswith("feasible: gap unknown (no lower bound")
+    assert _status(_summary(86.0, 0.0, 86.0)) == ("feasible: gap 4.44% to the lower bound 86 on the objective 90; "
+                                                  "TCO equals its lower bound (proven optimal TCO)")
+    assert _status(_summary(86.0, 0.035, 86.0)) == "feasible: gap 4.44% to the lower bound 86 on the objective 90"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ from click.testing import CliRunner
 
 from packer.cli import cli
 from packer.model.metrics import evaluate
-from packer.plan.plan import MOVES_FILE, PLACEMENT_FILE, SUMMARY_FILE, write_plan
+from packer.plan.plan import MOVES_FILE, PLACEMENT_FILE, REPORT_FILE, SUMMARY_FILE, format_gap, relative_gap, write_plan
 from packer.plan.context import PlanContext
 from packer.io.presets import get_preset
 from packer.model.build import RuleOptions, build_problem
@@ -20,6 +21,9 @@ from packer.characterization.profile import profile_tasks
 from packer.solvers.result import SolveResult
 from packer.io.trace import read_trace, write_trace
 from packer.plan.verify import verify_plan
+from packer.report.report import plan_sections
+
+from conftest import tiny_tables, write_tables
 
 # Two architectures with the same per-core throughput, so cpu demand is the same everywhere.
 TIGHT_FLEET = """
@@ -80,7 +84,7 @@ def tight(tmp_path):
     assign = problem.current.copy()
     for task, host in TIGHT_TARGET.items():
         assign[list(problem.task_ids).index(task)] = list(problem.host_ids).index(host)
-    result = SolveResult(assign, "optimal", evaluate(problem, assign).objective, 2.0, "hand", 0.01)
+    result = SolveResult(assign, "feasible", evaluate(problem, assign).objective, 2.0, "hand", 0.01)
     context = PlanContext(trace=str(trace_path), fleet="trace", config="baseline", rules=RuleOptions(max_moves=3), solver="hand")
     return trace_path, write_plan(tmp_path / "plan", problem, result, context)
 
@@ -104,7 +108,7 @@ def test_a_correct_plan_passes(tight):
     assert moves["task_id"].tolist().index("c") < moves["task_id"].tolist().index("a")
     result = run_verify(trace, plan)
     assert result.exit_code == 0, result.output
-    assert result.output.count("PASS") == 6 and "FAIL" not in result.output
+    assert result.output.count("PASS") == 7 and "FAIL" not in result.output
     assert "valid; summary verified" in result.output
 
 
@@ -214,3 +218,102 @@ def test_a_context_of_the_wrong_type_exits_2(tight):
     result = run_verify(trace, plan)
     assert result.exit_code == 2
     assert "column 'context': value(s) of the wrong type or unknown: rules.max_moves='three'" in result.output
+
+
+# --- Claims of a solved plan: status, bound, gap, solver flags (packer.plan.claims) ---
+
+SOLVES = {  # plan name: packer solve options
+    "engine-budget": ["--solver", "engine", "--max-moves", "3"],
+    "engine-full": ["--solver", "engine", "--max-moves", "unlimited"],
+    "cbc": ["--solver", "cbc"],
+    "baseline": ["--solver", "baseline-ffd"],
+}
+
+
+@pytest.fixture(scope="module")
+def solved(tmp_path_factory):
+    """(trace, {name: (plan folder, console output)}) for a tiny trace solved as :data:`SOLVES` says."""
+    root = tmp_path_factory.mktemp("claims")
+    hosts, tasks, usage = tiny_tables(n_tasks=12, n_hosts=6)
+    trace = write_tables(root / "trace", hosts, tasks, usage)
+    plans = {}
+    for name, options in SOLVES.items():
+        result = CliRunner().invoke(cli, ["solve", str(trace), "--out", str(root / name), "--time-limit", "5", *options])
+        assert result.exit_code == 0, result.output
+        plans[name] = (root / name, result.output)
+    return trace, plans
+
+
+def forged(solved, tmp_path, name: str, edit) -> Path:
+    """A copy of the solved plan ``name`` whose summary.json ``edit`` changed."""
+    plan = tmp_path / name
+    shutil.copytree(solved[1][name][0], plan)
+    summary = json.loads((plan / SUMMARY_FILE).read_text())
+    edit(summary)
+    (plan / SUMMARY_FILE).write_text(json.dumps(summary))
+    return plan
+
+
+def with_bound(bound: float):
+    """Set the bound and the gap that follows from it, so only the bound itself is false."""
+    return lambda s: s.update(bound=bound, gap=relative_gap(s["objective"]["total"], bound))
+
+
+@pytest.mark.parametrize("name", list(SOLVES))
+def test_an_untouched_solved_plan_verifies(solved, name):
+    trace, plans = solved
+    result = run_verify(trace, plans[name][0])
+    assert result.exit_code == 0, result.output
+    assert "claim, not verified: runtime_s" in result.output
+    if name == "cbc":  # the exact solver's optimum, re-proven by verify
+        assert "PASS status and bound: bound 1.00402: recomputed (CBC's proven optimum)" in result.output
+        assert "status optimal: the objective 1.00402 meets the lower bound 1.00402 verify computed (the optimum verify re-proved with CBC)" in result.output
+    elif name == "baseline":
+        assert "PASS status and bound: nothing to prove" in result.output
+    else:
+        assert "PASS status and bound: bound" in result.output
+        assert "claim, not verified: solver.stats.interrupted: false, solver.stats.timed_out: false" in result.output
+
+
+@pytest.mark.parametrize(
+    "name, edit, message",
+    [
+        ("engine-budget", lambda s: s.update(status="optimal"), "status: summary says 'optimal', but verify proved no bound the objective"),
+        ("engine-full", lambda s: s.update(status="optimal"), "status: summary says 'optimal', but verify proved no bound the objective"),
+        ("engine-budget", lambda s: with_bound(s["bound"] + 0.5)(s), "bound: summary says 7.5, recomputed 7.0 (the primary cost today minus"),
+        ("engine-full", lambda s: (with_bound(1.003)(s), s["solver"]["stats"]["bound"].update(primary_lower_bound=1.003)),
+         "bound: summary says 1.003, "),  # above the column generation verify ran (or the MILP bound, where that is the solve's)
+        ("cbc", with_bound(0.9), "bound: summary says 0.9, recomputed 1.0040"),
+        ("engine-budget", lambda s: s.update(gap=0.01), "gap: summary says 0.01, recomputed 0.134"),
+        ("engine-full", lambda s: s.update(gap=0.01), "gap: summary says 0.01, recomputed 0.0039"),
+        ("cbc", lambda s: s.update(gap=0.01), "gap: summary says 0.01, recomputed 9.99"),
+        ("cbc", lambda s: s["solver"]["stats"].update(interrupted=True),
+         "solver.stats.interrupted: summary says true with status 'optimal': an interrupted solve never finished a proof"),
+        ("engine-budget", lambda s: (s["solver"]["stats"].update(interrupted=True), s.update(status="optimal")),
+         "solver.stats.interrupted: summary says true with status 'optimal'"),
+        ("engine-full", lambda s: s["solver"]["stats"].update(timed_out=True),
+         "solver.stats.timed_out: summary says true, but runtime_s"),
+        ("baseline", lambda s: with_bound(s["objective"]["total"] / 2)(s), "but the baseline-ffd policy computes no bound"),
+        ("baseline", lambda s: s.update(status="optimal"), "status: summary says 'optimal', but verify proved no bound the objective"),
+    ],
+    ids=["status-engine-budget", "status-engine-full", "bound-engine-budget", "bound-engine-full", "bound-cbc",
+         "gap-engine-budget", "gap-engine-full", "gap-cbc", "interrupted-cbc", "interrupted-engine", "timed-out",
+         "bound-baseline", "status-baseline"],
+)
+def test_a_forged_claim_fails(solved, tmp_path, name, edit, message):
+    result = run_verify(solved[0], forged(solved, tmp_path, name, edit))
+    assert result.exit_code == 1, result.output
+    assert message in result.output
+    assert "the plan is valid but its summary is false" in result.output
+
+
+def test_console_summary_and_report_show_one_gap(solved):
+    """packer solve's status line, summary.json, report.md and packer report's plan section give one gap per plan."""
+    for name, (plan, console) in solved[1].items():
+        summary = json.loads((plan / SUMMARY_FILE).read_text())
+        gap = format_gap(summary["gap"])
+        assert summary["gap"] == relative_gap(summary["objective"]["total"], summary["bound"])
+        assert (f"gap {gap} to the lower bound" if summary["bound"] is not None else "gap unknown (no lower bound)") in console, (name, console)
+        assert f"gap {gap} ((objective − bound) / objective)" in (plan / REPORT_FILE).read_text(), name
+        assert f"gap {gap} ((objective − bound) / objective)" in plan_sections(summary)[0].text[0], name
+        assert console.count("gap") == 1 and "within" not in console, (name, console)

@@ -7,7 +7,6 @@ differences and shares a reader wants next to them.
 from __future__ import annotations
 
 import contextlib
-import math
 import sys
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -15,6 +14,7 @@ from typing import Any, Callable, Iterator
 import click
 
 from packer.io.resources import SAMPLE_NAME, sample_trace
+from packer.plan.plan import format_gap
 
 
 def echo_skipped_usage(skipped: dict) -> None:
@@ -149,27 +149,22 @@ def _fleet_row(label: str, utype: str, row: dict) -> str:
 
 
 def _status(summary: dict) -> str:
-    """The status line: optimal, or feasible with how far from a bound, and whether the search was cut short."""
+    """The status line: optimal or feasible, the plan's gap (:func:`packer.plan.plan.relative_gap`, the one packer prints
+    everywhere), what the engine's bound rests on, and whether the search was cut short."""
     stats = summary["solver"]["stats"]
     detail = stats.get("bound") or {}
-    if summary["status"] == "optimal":
-        status = "optimal (proven)"
-    elif "freeable_bound" in detail:
-        share = detail.get("share_of_bound")
-        status = (f"feasible: freed {detail['freed']:,.1f} of at most {detail['freeable_bound']:,.1f} freeable "
-                  f"({'n/a' if share is None else f'{share:.1%}'} of the bound)")
-    elif "primary_lower_bound" in detail:
-        gap, lower = detail.get("primary_gap"), detail["primary_lower_bound"]
-        primary = "TCO" if summary["context"]["goal"] == "tco" else "hosts"
-        if lower is None or not math.isfinite(lower):
-            status = f"feasible: no lower bound on {primary} could be computed ({detail.get('reason', 'the bound model failed')})"
-        elif gap is not None and gap <= 1e-9:
-            status = f"feasible: {primary} proven optimal (equals the lower bound {lower:,.1f})"
-        else:
-            status = f"feasible: {primary} within {'n/a' if gap is None else f'{gap:.1%}'} of the lower bound {lower:,.1f}"
+    bound = summary["bound"]
+    status = "optimal (proven)" if summary["status"] == "optimal" else "feasible"
+    if bound is None:
+        reason = detail.get("reason") if "primary_lower_bound" in detail else None
+        status += f": gap unknown (no lower bound{f' could be computed: {reason}' if reason else ''})"
     else:
-        gap = summary["gap"]
-        status = f"feasible (gap {'unknown' if gap is None else f'{gap:.2%}'} to the solver's bound)"
+        status += f": gap {format_gap(summary['gap'])} to the lower bound {bound:,.4g} on the objective {summary['objective']['total']:,.4g}"
+    primary = "TCO" if summary["context"]["goal"] == "tco" else "hosts"
+    if "freeable_bound" in detail:
+        status += f"; freed {detail['freed']:,.1f} of at most {detail['freeable_bound']:,.1f} {primary} the move budget can free"
+    elif detail.get("primary_gap") is not None and detail["primary_gap"] <= 1e-9:
+        status += f"; {primary} equals its lower bound (proven optimal {primary})"
     if stats.get("interrupted"):
         status += "; interrupted (best plan so far)"
     elif stats.get("timed_out"):
@@ -186,6 +181,8 @@ def echo_verify(report, plan: Path) -> int:
         click.echo(f"{mark} {check.name}: {check.messages[0] if check.messages else ''}")
         for message in check.messages[1:]:
             click.echo(f"     {message}")
+    for claim in report.claims:
+        click.echo(f"claim, not verified: {claim}")
     failed = sum(not c.passed for c in report.checks)
     if not report.plan_valid:
         click.secho(f"{plan}: INVALID plan ({failed} of {len(report.checks)} checks failed)", fg="red")

@@ -122,10 +122,22 @@ def plan_metrics(problem: PlacementProblem, assign: np.ndarray, archs: pd.DataFr
 
 
 def relative_gap(objective: float, bound: float | None) -> float | None:
-    """``(objective - bound) / |objective|`` for a lower ``bound`` on the objective; ``None`` without a finite bound."""
+    """The gap of a plan: ``(objective - bound) / |objective|`` (dimensionless), ``None`` without a finite bound.
+
+    packer's one definition of "gap", on the weighted objective (objective units) and a
+    lower ``bound`` on it: at most this share of the plan's objective can any valid
+    placement save. It is ``summary.json``'s ``gap``, what ``report.md``, ``packer report``
+    and ``packer solve``'s status line print (with :func:`format_gap`), what ``packer verify``
+    recomputes, and :attr:`packer.solvers.result.SolveResult.gap`.
+    """
     if bound is None or not math.isfinite(bound) or not math.isfinite(objective):
         return None
     return (objective - bound) / max(abs(objective), 1e-9)
+
+
+def format_gap(gap: float | None) -> str:
+    """A :func:`relative_gap` as every packer output prints it: ``13.44%``, or ``unknown`` without a bound."""
+    return "unknown" if gap is None else f"{gap:.2%}"
 
 
 def json_safe(value: Any, notes: list[str], where: str = "") -> Any:
@@ -311,7 +323,8 @@ def render_report(summary: dict[str, Any]) -> str:
         "",
         f"- config **{ctx['config']}**, goal **{ctx['goal']}**, solver **{summary['solver']['name']}** "
         f"(status {summary['status']}, {_fmt(summary['runtime_s'])} s)",
-        f"- objective {_fmt(summary['objective']['total'])}, bound {_fmt(summary['bound'])}, gap {_fmt(summary['gap'])}",
+        f"- objective {_fmt(summary['objective']['total'])}, lower bound {_fmt(summary['bound'])}, gap {format_gap(summary['gap'])} "
+        "((objective − bound) / objective)",
         f"- moves: {summary['moves']['count']:,} (budget {_fmt(ctx['rules']['max_moves']) if ctx['rules']['max_moves'] is not None else 'unlimited'}), "
         f"{summary['moves']['temporary']:,} through a temporary host",
         "- rules: " + "; ".join(_describe(r) for r in summary.get("rules", [])),

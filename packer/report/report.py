@@ -55,7 +55,7 @@ from packer.io.atomic import atomic_dir
 from packer.errors import InputError, Problem
 from packer.plan.context import PlanContext
 from packer.plan.plan import FORMAT as PLAN_FORMAT
-from packer.plan.plan import SUMMARY_FILE
+from packer.plan.plan import SUMMARY_FILE, format_gap
 from packer.report.markdown import markdown_table
 from packer.report.sweep import BASELINE, OPTIMIZER, SWEEP_FILE, Sweep, read_sweep, weight_label
 from packer.io.trace import read_json_object
@@ -591,7 +591,7 @@ def _pareto_section(table: pd.DataFrame, meta: dict[str, Any], recommended: Reco
                       [compact_numbers(n) for n in spots])
     rows = [[str(numbers[r["point"]]), r["point"], r["kind"], r["config"], "-" if pd.isna(r["weight"]) else weight_label(r["weight"]), r["covers"] or "-",
              r["solver"], r["status"], fmt_number(r["tco"]), fmt_count(r["hosts"]), fmt_count(r["tasks_at_risk"]), fmt_number(r["interference"]),
-             fmt_count(r["moves"]), fmt_number(r["wall_s"]), fmt_share(r["gap"]), "yes" if r["pareto"] else "", "yes" if r["pareto_interference"] else "",
+             fmt_count(r["moves"]), fmt_number(r["wall_s"]), format_gap(None if pd.isna(r["gap"]) else r["gap"]), "yes" if r["pareto"] else "", "yes" if r["pareto_interference"] else "",
              "yes" if recommended is not None and r["point"] == recommended.point else ""] for _, r in table.iterrows()]
     rows.append(["-", "current placement", "-", "-", "-", "-", "-", "-", fmt_number(current["tco"]), fmt_count(current["hosts"]),
                  fmt_count(current["tasks_at_risk"]), fmt_number(current["interference"]), fmt_count(0), "-", "-", "", "", ""])
@@ -901,7 +901,7 @@ def plan_sections(summary: dict[str, Any]) -> list[Section]:
     intro = [f"Trace `{ctx['trace']}`; configuration `{ctx['config']}`, goal {goal}, sensitivity weight "
              f"{weight_label(ctx['weights']['sensitivity'])}, solver `{summary['solver']['name']}` ({summary['status']}, {fmt_number(summary['runtime_s'])} s), "
              f"{summary['moves']['count']:,} moves (budget {budget}). Objective {fmt_number(summary['objective']['total'])}, "
-             f"bound {fmt_number(summary['bound'])}, gap {fmt_share(summary['gap'])}.",
+             f"lower bound {fmt_number(summary['bound'])}, gap {format_gap(summary['gap'])} ((objective − bound) / objective).",
              risk_definition(ctx.get("sensitivity_basis"), bool(after["interference"]),
                              f"configuration `{ctx['config']}` has no sensitivity dimensions (a sweep measures every point on one yardstick)"),
              f"Figures draw today's placement in grey and the plan in the colour of `{ctx['config']}`; a lighter shade is a second series."]

@@ -56,7 +56,7 @@ from packer.solvers.engine import EngineConfig, Progress, solve_engine
 from packer.solvers.exact import unplaceable_tasks
 from packer.solvers.leximin import solve_leximin_engine, solve_leximin_exact
 from packer.solvers.milp import solve_milp
-from packer.solvers.patterns import column_generation, pattern_packing, supported
+from packer.solvers.patterns import PatternResult, column_generation, pattern_packing, supported
 from packer.solvers.result import SolveResult
 
 log = logging.getLogger(__name__)
@@ -150,10 +150,8 @@ def _pattern_bound_and_start(problem: PlacementProblem, time_limit: float, detai
     if progress is not None:
         today, lower = evaluate(problem, problem.current), detail["primary_lower_bound"]
         progress(Progress("column generation", today.objective, lower if math.isfinite(lower) else None, 0, today.hosts, 0.0))
-    found = column_generation(problem, time_limit=PATTERN_TIME_SHARE * time_limit,
-                              give_up_above=PATTERN_GIVE_UP * detail["primary_lower_bound"])
+    lower, found = pattern_lower_bound(problem, time_limit, detail["primary_lower_bound"])
     detail.update(found.detail)
-    lower = _integral_lower_bound(problem, found.bound)
     if lower > detail["primary_lower_bound"]:
         detail.update(primary_lower_bound=lower, kind="lower bound on primary cost (full repack, column generation over host patterns)")
     packed = pattern_packing(problem, found, time_limit=PATTERN_TIME_SHARE * time_limit / 2)
@@ -164,6 +162,17 @@ def _pattern_bound_and_start(problem: PlacementProblem, time_limit: float, detai
     if packed is not None:
         detail["pattern_packing"] = float(problem.primary_cost[np.unique(packed)].sum())
     return detail["primary_lower_bound"], packed
+
+
+def pattern_lower_bound(problem: PlacementProblem, time_limit: float, milp_bound: float) -> tuple[float, PatternResult]:
+    """A full repack's column-generation lower bound on the primary cost, as a solve of ``time_limit`` seconds computes it.
+
+    Column generation gets :data:`PATTERN_TIME_SHARE` of ``time_limit`` and gives up above
+    :data:`PATTERN_GIVE_UP` × ``milp_bound`` (the MILP bound over architectures); its bound is
+    rounded up where costs are integral. Returns the bound (primary-cost units) and the run.
+    """
+    found = column_generation(problem, time_limit=PATTERN_TIME_SHARE * time_limit, give_up_above=PATTERN_GIVE_UP * milp_bound)
+    return _integral_lower_bound(problem, found.bound), found
 
 
 def _integral_lower_bound(problem: PlacementProblem, value: float) -> float:

@@ -1,0 +1,280 @@
+"""What :mod:`packer.plan.verify` can prove about a plan's status, bound and solver flags, and what stays a claim.
+
+A plan's ``summary.json`` reports, besides numbers :func:`packer.plan.plan.plan_metrics`
+recomputes, what its solver found: ``status``, ``bound`` (a lower bound on the
+objective), the solver's ``stats`` (``interrupted``, ``timed_out``, the engine's bound
+details) and ``runtime_s``. :func:`check_claims` re-derives each of them it can:
+
+* **its own lower bound** L on the objective, by the deterministic methods a solve uses:
+  the engine's bound (:func:`packer.solvers.run.engine_bound`: the LP on what the move
+  budget can free, or the MILP over architectures for a full repack); for an engine plan
+  whose bound came from column generation, a run of it with the plan's time limit
+  (:func:`packer.solvers.run.pattern_lower_bound`); for a plan of an exact solver (cbc,
+  highs, cpsat), the optimum, by re-solving the exact model with CBC (single-threaded,
+  the plan's seed; up to :data:`packer.solvers.run.EXACT_MAX_PAIRS` ``["cbc"]`` task-host
+  pairs and :func:`exact_time_limit` seconds);
+* ``bound``: where the solve's method is deterministic (the engine's LP and converged
+  MILP bounds, CBC's optimum and CBC's LP relaxation after a time limit) the summary must
+  state what verify recomputed; otherwise (column generation, HiGHS's or CP-SAT's dual
+  bound, an unknown solver) it is a claim: *proven valid* when at most L, *wrong* when
+  above the objective, above the optimum verify proved or above a column generation that
+  converged, and otherwise listed as a claim, not verified. Solvers without a bound
+  (baselines, the ``fair`` goal) must report none;
+* ``status``: ``optimal`` only when the objective meets L (within
+  :data:`OPTIMAL_TOLERANCE`): verify proved no placement is better; with a bound, that
+  bound must then meet the objective too (a gap of at most :data:`OPTIMAL_TOLERANCE`).
+  The ``fair`` goal's leximin optimality is not re-proven: a claim;
+* ``solver.stats``: ``interrupted`` and ``timed_out`` are booleans; an interrupted solve
+  never finished a proof, so ``interrupted`` with status ``optimal`` is wrong, and a solve
+  that ``timed_out`` ran at least its time limit (``runtime_s``); anything else about
+  them is a claim. The engine's bound details (``freeable_bound``, ``primary_before``,
+  ``freed``, ``share_of_bound``, ``primary_lower_bound``, ``primary_gap``), its
+  ``objective_check`` and ``moves``, and ``solver.objective`` are recomputed.
+
+``runtime_s``, ``created_utc``, the solver's other statistics and the package versions are
+claims: listed, never silently accepted. The gap itself is checked with the objective in
+:mod:`packer.plan.verify` (:func:`packer.plan.plan.relative_gap` of the recomputed
+objective and the summary's bound).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from packer.model.metrics import evaluate
+from packer.model.problem import PlacementProblem
+from packer.plan.context import PlanContext
+from packer.solvers.exact import build_exact_model
+from packer.solvers.milp import lp_relaxation_bound, solve_milp
+from packer.solvers.patterns import supported
+from packer.solvers.run import EXACT_MAX_PAIRS, candidate_pairs, engine_bound, pattern_lower_bound
+
+#: Relative tolerance of "the objective meets the bound" for status ``optimal`` (CP-SAT rounds its objective to ~1e-6 per host and task).
+OPTIMAL_TOLERANCE = 1e-4
+#: Relative tolerance when a recomputed bound must equal the summary's.
+BOUND_TOLERANCE = 1e-6
+#: Solvers whose ``optimal`` verify re-proves by an exact re-solve.
+EXACT_SOLVERS = tuple(EXACT_MAX_PAIRS)
+#: Time limit (seconds) of a solve whose context records none (the CLI's and API's default).
+DEFAULT_TIME_LIMIT = 60.0
+#: The solver stats keys :func:`check_claims` checks; the solver's other stats are its own statistics (claims).
+_CHECKED_STATS = ("interrupted", "timed_out", "bound", "objective_check", "moves")
+
+
+@dataclass
+class ClaimsFinding:
+    """What :func:`check_claims` found: ``wrong`` (one line per false key), ``proven`` (what it re-derived) and ``claims`` (what it could not)."""
+
+    wrong: list[str] = field(default_factory=list)
+    proven: list[str] = field(default_factory=list)
+    claims: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Lower:
+    """Verify's own lower bounds on the objective (objective units): the best one, how it was found, and the exact optimum if proven."""
+
+    value: float = -math.inf
+    how: str = "none"
+    optimum: float | None = None
+
+    def add(self, value: float | None, how: str) -> None:
+        if value is not None and math.isfinite(value) and value > self.value:
+            self.value, self.how = float(value), how
+
+
+def exact_time_limit(context: PlanContext) -> float:
+    """Seconds verify gives CBC to re-prove an exact plan's optimum: twice the solve's time limit, at least 10."""
+    return max(10.0, 2.0 * (context.time_limit_s or DEFAULT_TIME_LIMIT))
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _close(a: float, b: float, rel: float = BOUND_TOLERANCE) -> bool:
+    return math.isclose(a, b, rel_tol=rel, abs_tol=rel)
+
+
+def _slack(objective: float) -> float:
+    """The absolute slack of :data:`OPTIMAL_TOLERANCE` at ``objective``."""
+    return OPTIMAL_TOLERANCE * max(1.0, abs(objective))
+
+
+def check_claims(problem: PlacementProblem, context: PlanContext, summary: dict[str, Any], assign: np.ndarray) -> ClaimsFinding:
+    """Check ``summary``'s status, bound and solver flags for the valid placement ``assign`` of ``problem`` (module doc)."""
+    found = ClaimsFinding()
+    objective = evaluate(problem, assign).objective
+    solver = summary.get("solver") if isinstance(summary.get("solver"), dict) else {}
+    name = str(solver.get("name", ""))
+    stats = solver.get("stats") if isinstance(solver.get("stats"), dict) else {}
+    detail = stats.get("bound") if isinstance(stats.get("bound"), dict) else {}
+    status, bound = summary.get("status"), summary.get("bound")
+    if bound is not None and not _is_number(bound):
+        found.wrong.append(f"bound: summary says {bound!r}, expected a number or null")
+        bound = None
+
+    lower = _Lower()
+    own: dict = {}
+    expected: float | None = None  # the bound a deterministic method of the solve gives
+    method = ""
+    if not problem.fair:
+        own_value, own, _ = engine_bound(problem)
+        method = ("the primary cost today minus the LP bound on what the move budget can free" if "freeable_bound" in own
+                  else "the MILP lower bound over architectures")
+        lower.add(own_value, method)
+        if name == "engine" and own.get("exact"):
+            expected = own_value
+        if name == "engine" and "column generation" in str(detail.get("kind", "")) and "primary_lower_bound" in own and supported(problem):
+            cg, run = pattern_lower_bound(problem, context.time_limit_s or DEFAULT_TIME_LIMIT, own["primary_lower_bound"])
+            lower.add(cg, "column generation over host patterns (verify's run)")
+            expected = None  # column generation is time-limited: its bound is a claim
+            if run.converged and bound is not None and bound > cg + _slack(cg):
+                found.wrong.append(f"bound: summary says {bound!r}, above the column-generation bound {cg!r} verify computed, "
+                                   "which converged: no run of it can go higher")
+        if name in EXACT_SOLVERS:
+            expected, method = _exact_bound(problem, context, name, status, lower, found)
+    boundless = "the fair goal's solvers compute" if problem.fair else f"the {name} policy computes" if name.startswith("baseline-") else None
+    _check_bound(found, name, bound, objective, expected, method, lower, boundless)
+    _check_status(found, problem, status, bound, objective, lower)
+    _check_flags(found, context, summary, stats, status)
+    if own:
+        _check_engine_detail(found, problem, assign, detail, own, bound)
+    moves = int((assign != problem.current).sum())
+    for key, value, recomputed in (("solver.objective", solver.get("objective"), objective),
+                                   ("solver.stats.objective_check", stats.get("objective_check"), objective),
+                                   ("solver.stats.moves", stats.get("moves"), moves)):
+        if value is not None and not (_is_number(value) and _close(value, recomputed)):
+            found.wrong.append(f"{key}: summary says {value!r}, recomputed {recomputed!r}")
+    counts = [key for key in stats if key not in _CHECKED_STATS]
+    if counts:
+        found.claims.append(f"solver.stats {', '.join(counts)}: the solver's own statistics")
+    found.claims += [f"runtime_s: {summary.get('runtime_s')!r}", f"created_utc: {summary.get('created_utc')!r}"]
+    versions = context.versions or {}
+    found.claims.append("context.versions: " + ", ".join(f"{package} {version}" for package, version in versions.items() if version))
+    return found
+
+
+def _exact_bound(problem: PlacementProblem, context: PlanContext, name: str, status: Any, lower: _Lower,
+                 found: ClaimsFinding) -> tuple[float | None, str]:
+    """For an exact solver's plan: the optimum by CBC (into ``lower``) and the bound the solve's method gives (None if not deterministic)."""
+    unsupported = [rule.name for rule in problem.rules if "exact" not in rule.strategies]
+    pairs = candidate_pairs(problem)
+    if unsupported or pairs > EXACT_MAX_PAIRS["cbc"]:
+        why = f"rules {', '.join(unsupported)}" if unsupported else f"{pairs:,} task-host pairs (more than {EXACT_MAX_PAIRS['cbc']:,})"
+        found.claims.append(f"the exact optimum: not re-solved ({why})")
+        return None, ""
+    limit = exact_time_limit(context)
+    try:
+        again = solve_milp(problem, solver="cbc", time_limit=limit, seed=context.seed)
+    except RuntimeError as exc:
+        found.claims.append(f"the exact optimum: verify's CBC re-solve failed ({exc})")
+        return None, ""
+    if again.status == "optimal":
+        lower.add(again.bound, "the optimum verify re-proved with CBC")
+        lower.optimum = again.objective
+    else:
+        lower.add(again.bound, f"CBC's bound after {limit:g} s (verify's re-solve)")
+        found.claims.append(f"the exact optimum: verify's CBC re-solve did not prove it within {limit:g} s")
+    if name != "cbc":
+        return None, ""
+    if status == "optimal":
+        return (again.bound, "CBC's proven optimum") if again.status == "optimal" else (None, "")
+    # CBC stopped by its time limit reports the exact model's LP relaxation (packer.solvers.milp).
+    model = build_exact_model(problem)
+    relaxed = lp_relaxation_bound(model)
+    if relaxed is None:
+        return None, ""
+    value = relaxed + model.constant
+    return value - 1e-7 * max(1.0, abs(value)), "the exact model's LP relaxation, CBC's bound when its time limit stops it"
+
+
+def _check_bound(found: ClaimsFinding, name: str, bound: float | None, objective: float, expected: float | None, method: str,
+                 lower: _Lower, boundless: str | None) -> None:
+    """``bound`` against the solve's deterministic method (``expected``), the objective and verify's ``lower`` bounds.
+
+    ``boundless``: who computes no bound, for a solver that reports none (baselines, the fair goal); None otherwise.
+    """
+    if bound is None:  # no bound claims nothing (the gap is then unknown)
+        return
+    if bound > objective + BOUND_TOLERANCE * max(1.0, abs(objective)):
+        found.wrong.append(f"bound: summary says {bound!r}, above the plan's own objective {objective!r}; a lower bound cannot be")
+    elif expected is not None:
+        if _close(bound, expected):
+            found.proven.append(f"bound {bound:.6g}: recomputed ({method})")
+        else:
+            found.wrong.append(f"bound: summary says {bound!r}, recomputed {expected!r} ({method})")
+    elif boundless:
+        found.wrong.append(f"bound: summary says {bound!r}, but {boundless} no bound")
+    elif lower.optimum is not None and bound > lower.optimum + _slack(lower.optimum):
+        found.wrong.append(f"bound: summary says {bound!r}, above the optimum {lower.optimum!r} verify proved")
+    elif bound <= lower.value + BOUND_TOLERANCE * max(1.0, abs(lower.value)):
+        found.proven.append(f"bound {bound:.6g} ({name or 'the solver'}'s): valid, at most the lower bound {lower.value:.6g} verify computed ({lower.how})")
+    elif not any(line.startswith("bound:") for line in found.wrong):  # not already refuted by a converged column generation
+        best = "none" if not math.isfinite(lower.value) else f"{lower.value:.6g} ({lower.how})"
+        found.claims.append(f"bound {bound!r}: {name or 'the solver'}'s own bound, above verify's best lower bound {best}")
+
+
+def _check_status(found: ClaimsFinding, problem: PlacementProblem, status: Any, bound: float | None, objective: float,
+                  lower: _Lower) -> None:
+    """``status``: ``feasible`` is true of every valid plan; ``optimal`` only when verify's lower bound meets the objective."""
+    if status not in ("optimal", "feasible"):
+        found.wrong.append(f"status: summary says {status!r}; a plan's status is optimal or feasible")
+        return
+    if status == "feasible":
+        return
+    if problem.fair:
+        found.claims.append("status 'optimal': the fair goal's leximin optimality is not re-proven")
+        return
+    if objective <= lower.value + _slack(objective):
+        found.proven.append(f"status optimal: the objective {objective:.6g} meets the lower bound {lower.value:.6g} verify computed ({lower.how})")
+    else:
+        best = "no lower bound" if not math.isfinite(lower.value) else f"its best lower bound is {lower.value!r} ({lower.how})"
+        found.wrong.append(f"status: summary says 'optimal', but verify proved no bound the objective {objective!r} meets: {best}")
+    if bound is not None and bound < objective - _slack(objective):
+        found.wrong.append(f"bound: summary says {bound!r} with status 'optimal': an optimal plan's bound meets its objective {objective!r}")
+
+
+def _check_flags(found: ClaimsFinding, context: PlanContext, summary: dict[str, Any], stats: dict, status: Any) -> None:
+    """``interrupted`` and ``timed_out``: booleans, consistent with the status and the runtime; otherwise claims."""
+    flags = {key: stats[key] for key in ("interrupted", "timed_out") if key in stats}
+    for key, value in flags.items():
+        if not isinstance(value, bool):
+            found.wrong.append(f"solver.stats.{key}: summary says {value!r}, expected true or false")
+    if flags.get("interrupted") is True and status == "optimal":
+        found.wrong.append("solver.stats.interrupted: summary says true with status 'optimal': an interrupted solve never finished a proof")
+    runtime, limit = summary.get("runtime_s"), context.time_limit_s
+    if flags.get("timed_out") is True and _is_number(runtime) and limit is not None and runtime < limit * (1 - 1e-3):
+        found.wrong.append(f"solver.stats.timed_out: summary says true, but runtime_s {runtime!r} is below the time limit {limit!r}")
+    if flags:
+        found.claims.append(", ".join(f"solver.stats.{key}: {json.dumps(value)}" for key, value in flags.items()))
+
+
+def _check_engine_detail(found: ClaimsFinding, problem: PlacementProblem, assign: np.ndarray, detail: dict, own: dict,
+                         bound: float | None) -> None:
+    """The engine's bound details (``solver.stats.bound``) against verify's :func:`engine_bound` and the placement."""
+    primary = float(problem.primary_cost[np.unique(assign)].sum())
+    expected: dict[str, Any] = {}
+    if "freeable_bound" in detail and "freeable_bound" in own:
+        freed = own["primary_before"] - primary
+        share = freed / own["freeable_bound"] if own["freeable_bound"] > 0 else None
+        expected = {"primary_before": own["primary_before"], "freed": freed, "share_of_bound": share}
+        if own.get("exact"):
+            expected["freeable_bound"] = own["freeable_bound"]
+    elif "primary_lower_bound" in detail:
+        expected = {"primary_lower_bound": bound}
+        if _is_number(bound):
+            expected["primary_gap"] = (primary - bound) / bound if bound > 0 else None
+    for key, value in expected.items():
+        claimed = detail.get(key)
+        if key not in detail:
+            continue
+        if value is None or claimed is None:
+            if value is not claimed:
+                found.wrong.append(f"solver.stats.bound.{key}: summary says {claimed!r}, recomputed {value!r}")
+        elif not (_is_number(claimed) and _close(claimed, value)):
+            found.wrong.append(f"solver.stats.bound.{key}: summary says {claimed!r}, recomputed {value!r}")
