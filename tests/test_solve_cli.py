@@ -36,6 +36,8 @@ def test_every_solver_writes_a_verified_plan(trace, tmp_path, solver, config):
     assert summary["status"] in ("optimal", "feasible")
     assert "TCO" in output and "status:" in output and "packer verify" in output
     assert summary["metrics"]["after"]["tco"] <= summary["metrics"]["before"]["tco"]
+    if solver == "auto":  # the engine, then HiGHS from its plan: the console says whose plan it is
+        assert f"method: plan by {summary['solver']['name']} (engine " in output
 
 
 def test_sensitivity_config_and_full_repack(trace, tmp_path):

@@ -137,6 +137,8 @@ def echo_plan(plan, seconds: float) -> None:
         click.echo(f"relative performance (0 = at goal): min {b['min']:.3f} -> {a['min']:.3f}; p5 {b['p5']:.3f} -> {a['p5']:.3f}; "
                    f"median {b['median']:.3f} -> {a['median']:.3f}; tasks below 0 {b['below_zero']:,} -> {a['below_zero']:,}")
     click.echo(f"status: {_status(summary)}")
+    if "auto" in summary["solver"]["stats"]:
+        click.echo(f"method: {_methods(summary['solver'])}")
     trace = summary["context"]["trace"]
     shown = SAMPLE_NAME if Path(trace) == sample_trace().resolve() else trace
     click.echo(f"plan: {plan.path} ({seconds:.1f} s); check it with: packer verify {shown} {plan.path}")
@@ -146,6 +148,13 @@ def _fleet_row(label: str, utype: str, row: dict) -> str:
     """One line of the hosts-and-TCO table (freed = net hosts no longer occupied)."""
     return (f"{label:<14} {utype:>4} {row['hosts_before']:>13,} {row['hosts_after']:>8,} {row['hosts_before'] - row['hosts_after']:>8,} "
             f"{row['tco_before']:>11,.1f} {row['tco_after']:>10,.1f}")
+
+
+def _methods(solver: dict) -> str:
+    """Which of ``auto``'s solvers made the plan, and what each found (objective units, seconds)."""
+    tried = "; ".join(f"{name} {run['status']}, objective {run['objective']:,.4g} in {run['wall_s']:.1f} s"
+                      for name, run in solver["stats"]["auto"].items())
+    return f"plan by {solver['name']} ({tried})"
 
 
 def _status(summary: dict) -> str:

@@ -260,9 +260,9 @@ def _run_auto_exact(problem: PlacementProblem, time_limit: float, seed: int, pro
     """``auto`` on a small instance: the engine, then HiGHS on the exact model started from the engine's plan.
 
     The engine gets :data:`AUTO_ENGINE_SHARE` of ``time_limit``, HiGHS the rest (HiGHS,
-    in-process, keeps its time limit; CBC overran a 5 s limit by 12 s on a 180-task model). The better
-    plan is returned (CBC's on a tie: it may carry a proof) with the better of the two
-    bounds; ``stats["method"]`` names the solver whose plan it is and ``stats["auto"]``
+    in-process, keeps its time limit; CBC overran a 5 s limit by 12 s on a 180-task model).
+    HiGHS's plan is returned when it is better or proven optimal, else the engine's, with
+    the better of the two bounds; ``stats["method"]`` names the solver whose plan it is and ``stats["auto"]``
     what each found.
     """
     t0 = time.perf_counter()
@@ -276,7 +276,9 @@ def _run_auto_exact(problem: PlacementProblem, time_limit: float, seed: int, pro
                           time.perf_counter() - t0))
     remaining = max(1.0, time_limit - (time.perf_counter() - t0))
     exact = solve_milp(problem, solver="highs", time_limit=remaining, seed=seed, start=engine.assign)
-    best = exact if exact.status in ("optimal", "feasible") and exact.objective <= engine.objective + 1e-9 else engine
+    improved = exact.status in ("optimal", "feasible") and exact.objective < engine.objective - 1e-9
+    proven = exact.status == "optimal" and exact.objective <= engine.objective + 1e-9
+    best = exact if improved or proven else engine
     bound = max(engine.bound, exact.bound)
     status = "optimal" if exact.status == "optimal" and best is exact else "feasible"
     stats = dict(best.stats)
