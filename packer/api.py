@@ -95,7 +95,7 @@ def characterize(trace: str | Path | Trace, profiles: pd.DataFrame | None = None
 
 
 def solve(trace: str | Path | Trace, *, config: str = "p99", goal: str = "tco", max_moves: int | None = 400, solver: str = "auto",
-          time_limit: float = 60.0, seed: int = 0, weights: GoalWeights = GoalWeights(), spread_host: int | None = None,
+          time_limit: float = 60.0, seed: int = 0, deterministic: bool = False, weights: GoalWeights = GoalWeights(), spread_host: int | None = None,
           spread_domain: int | None = None, min_rp: float | None = None, max_new_at_risk: int | None = None,
           anti_affinity: Iterable[tuple[str, str]] = (), profiles: pd.DataFrame | None = None, sensitivity: str | Path | None = None,
           sensitivity_basis: str = DEFAULT_SENSITIVITY_BASIS, class_scores: str = DEFAULT_CLASS_AGGREGATE,
@@ -107,6 +107,9 @@ def solve(trace: str | Path | Trace, *, config: str = "p99", goal: str = "tco", 
     ``p99-sens``); ``goal``: ``tco`` (cost units), ``hosts`` or ``fair`` (leximin
     relative performance); ``max_moves``: the move budget (None = a full repack);
     ``solver``: one of :data:`packer.solvers.run.SOLVERS`; ``time_limit`` in seconds;
+    ``seed``: the random seed; ``deterministic``: count ``time_limit`` as work rather than
+    wall clock (:mod:`packer.solvers.clock`), so that the same seed gives the same plan
+    under any machine load (without it a busy machine may return another plan);
     ``weights``: the secondary goals' weights (:class:`~packer.model.build.GoalWeights`);
     ``spread_host`` / ``spread_domain`` / ``min_rp`` / ``max_new_at_risk`` /
     ``anti_affinity``: the rules :class:`~packer.model.build.RuleOptions` documents;
@@ -144,10 +147,10 @@ def solve(trace: str | Path | Trace, *, config: str = "p99", goal: str = "tco", 
         classes_from=None if classes_from is None else str(classes_from), goal=goal, weights=weights,
         rules=RuleOptions(max_moves=max_moves, spread_host=spread_host, spread_domain=spread_domain, min_rp=min_rp,
                           max_new_at_risk=max_new_at_risk, anti_affinity=pairs),
-        solver=solver, time_limit_s=float(time_limit), seed=seed,
+        solver=solver, time_limit_s=float(time_limit), seed=seed, deterministic=bool(deterministic),
     )
     problem = problem_from_context(trace, preset, context, profiles, progress=on_profile)
-    result = run_solver(problem, solver, time_limit, seed, progress=on_progress)
+    result = run_solver(problem, solver, time_limit, seed, progress=on_progress, deterministic=bool(deterministic))
     if result.status == "infeasible":
         names = ", ".join(result.infeasible_tasks[:10]) + (" ..." if len(result.infeasible_tasks) > 10 else "")
         raise InfeasibleError(f"{len(result.infeasible_tasks)} task(s) fit no host under config {preset.name}: {names}; no plan written",

@@ -28,7 +28,13 @@ from packer.solvers.run import SOLVERS
               help="Configuration preset (Table IV): baseline, p99-cpu, p99-mem, p99, p99-sens.")
 @rule_options
 @click.option("--time-limit", type=float, default=60.0, show_default=True, callback=positive_seconds, help="Seconds; the best plan found by then is returned.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Random seed; a solve is deterministic for a seed.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Random seed. With --deterministic the same seed gives the same plan on any machine load; without it "
+                   "the time limit is wall-clock time and a busy machine may stop the search elsewhere and return another plan.")
+@click.option("--deterministic", is_flag=True,
+              help="Count --time-limit as work (nominal seconds: CP-SAT's deterministic time, fixed charges per greedy step) "
+                   "rather than wall-clock time, so --seed reproduces the plan byte for byte. The run may take longer or "
+                   "shorter than the limit in wall-clock time (at most 5x it; a run cut there is marked not reproducible).")
 @click.option("--solver", type=click.Choice(SOLVERS), default="auto", show_default=True,
               help="auto: the exact MILP (CBC) up to 200 tasks, the scalable engine above; cpsat/cbc/highs: exact model of the whole instance; "
                    "baseline-*: a comparison policy (random, least-loaded, first-fit decreasing, Paragon greedy, Tarcil sampling) under the same move budget.")
@@ -44,7 +50,7 @@ from packer.solvers.run import SOLVERS
 @sensitivity_opts
 @fleet_opt
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Plan folder. Default: out/<trace>/plan-<config>.")
-def solve(trace: Path, goal: str, config: str, rules: RuleOptions, time_limit: float, seed: int, solver: str,
+def solve(trace: Path, goal: str, config: str, rules: RuleOptions, time_limit: float, seed: int, deterministic: bool, solver: str,
           sensitivity_weight: float, fragmentation_weight: float, move_weight: float, profiles_path: Path | None,
           sensitivity_path: Path | None, fleet: Path | None, out: Path | None, sensitivity_basis: str, class_scores: str,
           classes_from: Path | None) -> None:
@@ -74,7 +80,7 @@ def solve(trace: Path, goal: str, config: str, rules: RuleOptions, time_limit: f
     # Profiling happens only when the configuration needs profiles, so its bar opens on the first rows read.
     with LazyProgressBar("profiling usage", lambda: t.usage_dataset().count_rows()) as on_profile, solve_progress() as on_progress:
         plan = api.solve(
-            t, config=preset.name, goal=goal, solver=solver, time_limit=time_limit, seed=seed,
+            t, config=preset.name, goal=goal, solver=solver, time_limit=time_limit, seed=seed, deterministic=deterministic,
             weights=GoalWeights(fragmentation=fragmentation_weight, sensitivity=sensitivity_weight, moves=move_weight),
             **dataclasses.asdict(rules), profiles=profiles, sensitivity=sensitivity_path, sensitivity_basis=sensitivity_basis,
             class_scores=class_scores, classes_from=classes_from, fleet=fleet, on_profile=on_profile, on_progress=on_progress)

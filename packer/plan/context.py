@@ -62,7 +62,8 @@ class PlanContext:
     a fraction of, :mod:`packer.characterization.normalize`). ``goal``: ``tco``, ``hosts``
     or ``fair``; ``weights``: the secondary goals' :class:`~packer.model.build.GoalWeights`;
     ``rules``: the :class:`~packer.model.build.RuleOptions` (move budget, spread, guards,
-    anti-affinity). Solver: ``solver`` name, ``time_limit_s``, ``seed``. ``versions``:
+    anti-affinity). Solver: ``solver`` name, ``time_limit_s``, ``seed``, ``deterministic``
+    (the time limit counted as work, :mod:`packer.solvers.clock`). ``versions``:
     package versions at solve time.
     """
 
@@ -87,6 +88,7 @@ class PlanContext:
     solver: str = ""
     time_limit_s: float | None = None
     seed: int = 0
+    deterministic: bool = False
     versions: dict[str, str | None] = field(default_factory=package_versions)
 
     def to_dict(self) -> dict[str, Any]:
@@ -170,7 +172,7 @@ _CONTEXT_TYPES: dict[str, tuple[type, ...]] = {
     "percentiles": (list,), "window_s": (int,), "skip_invalid_usage": (bool,), "k": (int, _NONE), "kmax": (int,),
     "characterize_seed": (int,), "characterize_percentile": (int, float), "class_scores": (str,), "classes_from": (str, _NONE),
     "sensitivity_basis": (str,), "goal": (str,), "weights": (dict,), "rules": (dict,), "time_limit_s": (int, float, _NONE),
-    "seed": (int,), "versions": (dict,),
+    "seed": (int,), "deterministic": (bool,), "versions": (dict,),
 }
 _WEIGHT_TYPES = {"fragmentation": (int, float), "sensitivity": (int, float), "moves": (int, float)}
 _RULE_TYPES = {"max_moves": (int, _NONE), "spread_host": (int, _NONE), "spread_domain": (int, _NONE), "min_rp": (int, float, _NONE),

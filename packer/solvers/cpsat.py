@@ -224,6 +224,6 @@ def solve_model(model: ExactModel, time_limit: float, seed: int, num_workers: in
         wall_s=time.perf_counter() - t0,
         stats={"free_tasks": len(form.free), "hosts": len(form.hosts), "variables": len(proto.variables),
                "constraints": len(proto.constraints), "branches": solver.num_branches, "conflicts": solver.num_conflicts,
-               "solve_s": solver.wall_time},
+               "solve_s": solver.wall_time, "deterministic_s": solver.deterministic_time},
     )
 

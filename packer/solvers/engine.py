@@ -57,6 +57,7 @@ from packer.model.metrics import evaluate, host_loads, violations
 from packer.model.problem import PlacementProblem
 from packer.model.state import PlacementState
 from packer.rules.interference import Interference
+from packer.solvers.clock import SearchClock
 from packer.solvers.cpsat import solve_subproblem
 from packer.solvers.ffd import capacity_price, largest_first, relative_demand
 from packer.solvers.result import SolveResult
@@ -103,6 +104,8 @@ class EngineConfig:
     """Knobs of the engine. ``lns_hosts``: hosts per neighbourhood; ``lns_time``: seconds per sub-solve."""
 
     time_limit: float = 60.0
+    #: Count ``time_limit`` as work, not wall clock (:mod:`packer.solvers.clock`): the same seed gives the same plan under any load.
+    deterministic: bool = False
     seed: int = 0
     passes: int = 3
     lns_hosts: int = 24
@@ -252,8 +255,9 @@ def _cheapest_closed(state: PlacementState, t: int, closed: np.ndarray, price: n
     return int(hosts[np.argmin(price[hosts])]) if len(hosts) else -1
 
 
-def _empty_hosts(state: PlacementState, budget: float, full: bool, config: EngineConfig, rng: np.random.Generator, deadline: float, report) -> bool:
-    """Emptying passes until no pass improves; returns True if the deadline cut them short."""
+def _empty_hosts(state: PlacementState, budget: float, full: bool, config: EngineConfig, rng: np.random.Generator, clock: SearchClock,
+                 report) -> bool:
+    """Emptying passes until no pass improves; returns True if the clock ran out first."""
     open_mask = state.count > 0
     swap_targets = np.flatnonzero(state.receiver & (state.count == 0))
     for sweep in range(config.passes):
@@ -264,8 +268,9 @@ def _empty_hosts(state: PlacementState, budget: float, full: bool, config: Engin
             if state.moves >= budget:
                 break
             gained += _try_empty(state, int(h), budget, open_mask, swap_targets)
+            clock.spend(STEP_WORK)
             if k % 256 == 0:
-                if time.perf_counter() > deadline:
+                if clock.expired():
                     return True
                 report(f"empty hosts, pass {sweep + 1}")
         log.info("pass %d: objective gain %.4f, moves %d", sweep + 1, gained, state.moves)
@@ -276,9 +281,11 @@ def _empty_hosts(state: PlacementState, budget: float, full: bool, config: Engin
 
 #: Relief candidates in a row that may fail before a relief pass stops (see :func:`_relieve_interference`).
 RELIEF_PATIENCE = 500
+#: Work (nominal seconds, :mod:`packer.solvers.clock`) a deterministic run charges per host or task a greedy pass tries.
+STEP_WORK = 2e-4
 
 
-def _relieve_interference(state: PlacementState, budget: float, config: EngineConfig, deadline: float, report) -> bool:
+def _relieve_interference(state: PlacementState, budget: float, config: EngineConfig, clock: SearchClock, report) -> bool:
     """Single-task moves off hosts over their sensitivity limit, while each lowers the objective.
 
     Emptying hosts piles their tasks onto others; with a sensitivity weight that
@@ -287,7 +294,7 @@ def _relieve_interference(state: PlacementState, budget: float, config: EngineCo
     they add the least, or to an empty host when the relief pays for opening it.
     Tasks are tried in order of the excess their departure removes; a move is kept
     when it lowers the objective (hosts closed and opened, excess, moves: every goal)
-    and the rules on the whole placement still hold. Returns True if the deadline cut it short.
+    and the rules on the whole placement still hold. Returns True if the clock ran out first.
     """
     p = state.p
     for sweep in range(config.passes):
@@ -301,8 +308,9 @@ def _relieve_interference(state: PlacementState, budget: float, config: EngineCo
         for k, t in enumerate(order.tolist()):
             if misses >= RELIEF_PATIENCE:
                 break  # candidates come in decreasing relief: after this many misses in a row the rest rarely pay
+            clock.spend(STEP_WORK)
             if k % 64 == 0:
-                if time.perf_counter() > deadline:
+                if clock.expired():
                     return True
                 report(f"relieve interference, pass {sweep + 1}")
             h = int(state.assign[t])
@@ -339,7 +347,7 @@ RELIEF_SHARES = (0.0, 0.1, 0.25, 0.5, 0.75, 1.0)
 
 
 def _mix_relief_and_emptying(problem: PlacementProblem, start: np.ndarray, budget: float, config: EngineConfig,
-                             deadline: float, report, keep: Callable[[PlacementState], None]) -> bool:
+                             clock: SearchClock, report, keep: Callable[[PlacementState], None]) -> bool:
     """The best plan over ways of splitting a move budget between relief moves and emptying hosts.
 
     Relief buys Eq. 4's interference down at the sensitivity weight, emptying buys
@@ -350,7 +358,7 @@ def _mix_relief_and_emptying(problem: PlacementProblem, start: np.ndarray, budge
     objective, so the weight ladder of a sweep yields a curve of mixtures rather
     than two extremes. Every run starts from ``start`` with the same seed. Each new
     best state is handed to ``keep`` as soon as its run ends (so Ctrl-C keeps it);
-    returns whether the deadline cut the runs short.
+    returns whether the clock ran out first.
     """
     runs: list[tuple[str, float]] = [("relief first", share) for share in RELIEF_SHARES if share > 0]
     runs += [("emptying first", 1.0 - share) for share in RELIEF_SHARES if share < 1]
@@ -366,8 +374,8 @@ def _mix_relief_and_emptying(problem: PlacementProblem, start: np.ndarray, budge
         timed_out = False
         for step, limit in steps:
             limit = np.floor(limit + 1e-9)
-            timed_out = (step(state, limit, config, deadline, progress) if step is _relieve_interference
-                         else step(state, limit, False, config, rng, deadline, progress))
+            timed_out = (step(state, limit, config, clock, progress) if step is _relieve_interference
+                         else step(state, limit, False, config, rng, clock, progress))
             if timed_out:
                 break
         objective = evaluate(problem, state.assign).objective
@@ -403,7 +411,7 @@ def solve_engine(
     rng = np.random.default_rng(config.seed)
     budget = np.inf if problem.max_moves is None else problem.max_moves
     full = problem.max_moves is None
-    deadline = t0 + config.time_limit
+    clock = SearchClock(config.time_limit, config.deterministic)
     interrupted = timed_out = False
     first = problem.current if start is None else start
     state = PlacementState(problem, first)
@@ -420,11 +428,11 @@ def solve_engine(
 
     try:
         if relief and not full:
-            timed_out = _mix_relief_and_emptying(problem, first, budget, config, deadline, report, keep)
+            timed_out = _mix_relief_and_emptying(problem, first, budget, config, clock, report, keep)
         else:
-            timed_out = _empty_hosts(state, budget, full, config, rng, deadline, report)
+            timed_out = _empty_hosts(state, budget, full, config, rng, clock, report)
             if relief and not timed_out:
-                timed_out = _relieve_interference(state, budget, config, deadline, report)
+                timed_out = _relieve_interference(state, budget, config, clock, report)
         # With a budget that covers every movable task, a full repack's construction is allowed too.
         unbound = full or budget >= int(problem.movable.sum())
         if unbound and not timed_out:
@@ -436,13 +444,13 @@ def solve_engine(
                     continue
                 best_state = state
                 state = PlacementState(problem, built)  # so progress reports follow the construction
-                timed_out = _empty_hosts(state, budget, full, config, rng, deadline, report)
+                timed_out = _empty_hosts(state, budget, full, config, rng, clock, report)
                 if evaluate(problem, state.assign).objective >= evaluate(problem, best_state.assign).objective:
                     state = best_state
         report("construction done")
         reached = config.primary_target is not None and problem.primary_cost[np.unique(state.assign)].sum() <= config.primary_target + 1e-9
-        if config.lns and not timed_out and not reached and time.perf_counter() < deadline:
-            state, _ = _lns(state, config, rng, deadline, budget, report)
+        if config.lns and not timed_out and not reached and not clock.expired():
+            state, _ = _lns(state, config, rng, clock, budget, report)
     except KeyboardInterrupt:
         interrupted = True
     assign = state.assign
@@ -459,11 +467,12 @@ def solve_engine(
         solver="engine",
         wall_s=time.perf_counter() - t0,
         infeasible_tasks=[],
-        stats={"interrupted": interrupted, "timed_out": timed_out, "moves": ev.moves, "invalid_fallback": bool(problems)},
+        stats={"interrupted": interrupted, "timed_out": timed_out, "moves": ev.moves, "invalid_fallback": bool(problems),
+               **({"deterministic": {"work_s": clock.work, "wall_capped": clock.capped}} if config.deterministic else {})},
     )
 
 
-def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, deadline: float, budget: float,
+def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, clock: SearchClock, budget: float,
          report) -> tuple[PlacementState, float]:
     """Large-neighbourhood search with the exact CP-SAT sub-solver around the current frontier."""
     p = state.p
@@ -477,12 +486,13 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
     n_empty = max(2, config.lns_hosts // 4)
     # A small instance is one neighbourhood: re-solve all of it with the remaining time.
     whole = p.n_hosts <= 2 * config.lns_hosts and int(p.movable.sum()) <= 400
-    while time.perf_counter() + config.lns_time < deadline and stale < 30:
+    while clock.remaining() > config.lns_time and not clock.expired() and stale < 30:
         open_hosts = np.flatnonzero(state.count > 0)
         if whole:
             tasks, hosts = np.flatnonzero(p.movable), np.arange(p.n_hosts)
-            result = solve_subproblem(p, state.assign, tasks, hosts, time_limit=max(config.lns_time, deadline - time.perf_counter() - 0.1),
+            result = solve_subproblem(p, state.assign, tasks, hosts, time_limit=max(config.lns_time, clock.remaining() - 0.1),
                                       seed=int(rng.integers(1 << 30)))
+            clock.spend(result.stats["deterministic_s"])
             if result.objective < best - 1e-9 and not violations(p, result.assign):
                 for t in np.flatnonzero(result.assign != state.assign):
                     state.move(int(t), int(result.assign[t]))
@@ -508,6 +518,7 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
             stale += 1
             continue
         result = solve_subproblem(p, state.assign, tasks, hosts, time_limit=config.lns_time, seed=int(rng.integers(1 << 30)))
+        clock.spend(result.stats["deterministic_s"])
         if result.objective < best - 1e-9 and not violations(p, result.assign):
             changed = np.flatnonzero(result.assign != state.assign)
             for t in changed:

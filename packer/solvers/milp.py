@@ -37,11 +37,14 @@ from pulp.apis import coin_api
 
 from packer.model.metrics import evaluate
 from packer.model.problem import PlacementProblem
+from packer.solvers.clock import WALL_CAP
 from packer.solvers.exact import BOOL, CONT, ExactModel, build_exact_model, unplaceable_tasks
 from packer.solvers.result import SolveResult
 
 log = logging.getLogger(__name__)
 
+#: Branch-and-bound nodes of a deterministic HiGHS solve (instead of its time limit).
+DETERMINISTIC_NODES = 1000
 #: Solver names accepted by :func:`solve_milp`.
 MILP_SOLVERS = ("cbc", "highs")
 
@@ -131,10 +134,13 @@ def lp_relaxation_bound(model: ExactModel) -> float | None:
 
 
 def solve_milp(problem: PlacementProblem, *, solver: str = "cbc", time_limit: float = 10.0, seed: int = 0, threads: int = 1,
-               start: np.ndarray | None = None) -> SolveResult:
+               start: np.ndarray | None = None, deterministic: bool = False) -> SolveResult:
     """Solve the whole instance with ``solver`` ("cbc": PuLP and CBC; "highs": MathOpt and HiGHS); ``time_limit`` in seconds.
 
     ``start``: a valid placement the solver starts from (default: the current placement).
+    ``deterministic``: HiGHS stops after :data:`DETERMINISTIC_NODES` branch-and-bound nodes
+    (and :data:`~packer.solvers.clock.WALL_CAP` times ``time_limit``) instead of at ``time_limit``;
+    CBC, single-threaded, is deterministic unless its time limit cuts it short.
 
     Returns status "infeasible" with the tasks named when some task has no host to be
     on (see :func:`packer.solvers.exact.unplaceable_tasks`).
@@ -147,7 +153,7 @@ def solve_milp(problem: PlacementProblem, *, solver: str = "cbc", time_limit: fl
         return SolveResult.infeasible(problem.current, problem.task_ids[stuck].tolist(), solver, time.perf_counter() - t0)
     model = build_exact_model(problem, start)
     run = _run_cbc if solver == "cbc" else _run_highs
-    status, values, model_bound = run(model, time_limit, seed, threads)
+    status, values, model_bound = run(model, time_limit, seed, threads, deterministic)
     form = model.form
     bound = -math.inf
     if status in ("optimal", "feasible"):
@@ -170,7 +176,7 @@ def solve_milp(problem: PlacementProblem, *, solver: str = "cbc", time_limit: fl
                               "constraints": len(model.constraints) + len(model.implications)})
 
 
-def _run_cbc(model: ExactModel, time_limit: float, seed: int, threads: int) -> tuple[str, np.ndarray, float | None]:
+def _run_cbc(model: ExactModel, time_limit: float, seed: int, threads: int, deterministic: bool = False) -> tuple[str, np.ndarray, float | None]:
     """Solve with CBC from the hints; the status, every variable's value and a bound (objective units, without the constant)."""
     lp, handles = to_pulp(model)
     engine = pulp.COIN_CMD(path=coin_api.pulp_cbc_path, msg=False, timeLimit=time_limit, threads=threads, warmStart=True,
@@ -185,12 +191,13 @@ def _run_cbc(model: ExactModel, time_limit: float, seed: int, threads: int) -> t
     return status, values, bound
 
 
-def _run_highs(model: ExactModel, time_limit: float, seed: int, threads: int) -> tuple[str, np.ndarray, float | None]:
+def _run_highs(model: ExactModel, time_limit: float, seed: int, threads: int, deterministic: bool = False) -> tuple[str, np.ndarray, float | None]:
     """Solve with HiGHS through MathOpt from a hint; the status, every variable's value and HiGHS's dual bound."""
     mo, handles = to_mathopt(model)
     hint = mathopt.SolutionHint(variable_values={var: float(value) for var, value in zip(handles, model.var_hint)})
-    params = mathopt.SolveParameters(time_limit=datetime.timedelta(seconds=float(time_limit)), random_seed=int(seed),
-                                     relative_gap_tolerance=0.0)
+    seconds = float(time_limit) * (WALL_CAP if deterministic else 1.0)
+    params = mathopt.SolveParameters(time_limit=datetime.timedelta(seconds=seconds), random_seed=int(seed), relative_gap_tolerance=0.0,
+                                     node_limit=DETERMINISTIC_NODES if deterministic else None)
     result = mathopt.solve(mo, mathopt.SolverType.HIGHS, params=params, model_params=mathopt.ModelSolveParameters(solution_hints=[hint]))
     reason = result.termination.reason
     found = result.has_primal_feasible_solution()

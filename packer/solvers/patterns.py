@@ -45,7 +45,6 @@ import datetime
 import itertools
 import logging
 import math
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -54,6 +53,7 @@ from ortools.sat.python import cp_model
 
 from packer.model.metrics import TOLERANCE, host_loads, initially_overloaded
 from packer.model.problem import PlacementProblem
+from packer.solvers.clock import WALL_CAP, SearchClock
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +62,10 @@ GRIDS = (1 << 16, 1 << 14, 1 << 12, 2048, 1024, 512, 256, 128, 64, 32)
 #: Rules the packing honours (others make :func:`pattern_packing` decline).
 PACKING_RULES = frozenset({"capacity", "eligibility", "pins", "move budget"})
 _PRICING_SCALE = 1 << 20
+#: Work (nominal seconds, :mod:`packer.solvers.clock`) a deterministic run charges per iteration for the master LP and greedy pricing.
+ITERATION_WORK = 0.1
+#: Branch-and-bound nodes of the integer master in a deterministic run (instead of its time limit).
+DETERMINISTIC_MASTER_NODES = 2000
 
 
 @dataclass
@@ -206,8 +210,11 @@ def _greedy_patterns(pi: np.ndarray, classes: Classes, room: np.ndarray, candida
 
 
 def _price(pi: np.ndarray, classes: Classes, room: np.ndarray, candidates: np.ndarray, time_limit: float,
-           hint: np.ndarray | None) -> tuple[list[np.ndarray], float, bool]:
-    """Patterns of one host type, best last, an upper bound on a pattern's value (``Σ π_c a_c``), and whether the last is proven best.
+           hint: np.ndarray | None, deterministic: bool = False) -> tuple[list[np.ndarray], float, bool, float]:
+    """Patterns of one host type, best last, an upper bound on a pattern's value (``Σ π_c a_c``), whether the last is proven best,
+    and CP-SAT's deterministic time (s).
+
+    ``time_limit``: seconds, of CP-SAT's deterministic time when ``deterministic``.
 
     Maximizes ``Σ π_c a_c`` s.t. ``Σ a_c k_cd ≤ room_d`` over ``candidates`` with CP-SAT; π is
     rounded up to integers, so the bound (CP-SAT's, divided back) is ≥ the real optimum.
@@ -215,7 +222,7 @@ def _price(pi: np.ndarray, classes: Classes, room: np.ndarray, candidates: np.nd
     """
     candidates = candidates[pi[candidates] > 1e-12]
     if len(candidates) == 0:
-        return [], 0.0, True
+        return [], 0.0, True, 0.0
     k = classes.k[candidates]
     with np.errstate(divide="ignore"):
         per_dim = np.where(k > 0, room[None, :] // np.maximum(k, 1), np.iinfo(np.int64).max)
@@ -223,7 +230,7 @@ def _price(pi: np.ndarray, classes: Classes, room: np.ndarray, candidates: np.nd
     keep = ub > 0
     candidates, k, ub = candidates[keep], k[keep], ub[keep]
     if len(candidates) == 0:
-        return [], 0.0, True
+        return [], 0.0, True, 0.0
     scale = _PRICING_SCALE / float(pi[candidates].max())
     weights = np.ceil(pi[candidates] * scale).astype(np.int64)
     model = cp_model.CpModel()
@@ -235,15 +242,19 @@ def _price(pi: np.ndarray, classes: Classes, room: np.ndarray, candidates: np.nd
         for var, c, u in zip(a, candidates, ub):
             model.add_hint(var, int(min(hint[c], u)))
     solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(0.05, time_limit)
+    if deterministic:
+        solver.parameters.max_deterministic_time = max(0.05, time_limit)
+        solver.parameters.max_time_in_seconds = WALL_CAP * max(0.05, time_limit)
+    else:
+        solver.parameters.max_time_in_seconds = max(0.05, time_limit)
     solver.parameters.num_workers = 1
     solver.parameters.cp_model_presolve = False  # small knapsacks: presolve costs more than it saves
     found = _Solutions(a, candidates, len(classes.count))
     status = solver.solve(model, found)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return [], float(weights.astype(float) @ ub) / scale, False
+        return [], float(weights.astype(float) @ ub) / scale, False, solver.deterministic_time
     bound = solver.objective_value if status == cp_model.OPTIMAL else solver.best_objective_bound
-    return found.patterns, float(bound) / scale, status == cp_model.OPTIMAL
+    return found.patterns, float(bound) / scale, status == cp_model.OPTIMAL, solver.deterministic_time
 
 
 class _Solutions(cp_model.CpSolverSolutionCallback):
@@ -272,8 +283,10 @@ def _lagrangian_bound(pi: np.ndarray, upper: np.ndarray, classes: Classes, types
 
 
 def column_generation(problem: PlacementProblem, time_limit: float = 30.0, max_classes: int = 300,
-                      pricing_time: float = 2.0, give_up_above: float = np.inf) -> PatternResult | None:
+                      pricing_time: float = 2.0, give_up_above: float = np.inf, deterministic: bool = False) -> PatternResult | None:
     """Run column generation (module doc) for at most ``time_limit`` seconds; None where it does not apply (:func:`supported`).
+
+    ``deterministic``: count ``time_limit`` as work (:mod:`packer.solvers.clock`), so the result does not depend on load.
 
     ``give_up_above`` (primary-cost units): stop after 40% of the time while the master LP
     is still above it (e.g. 1.1 × another lower bound): columns that far from a packing
@@ -281,8 +294,7 @@ def column_generation(problem: PlacementProblem, time_limit: float = 30.0, max_c
     """
     if not supported(problem):
         return None
-    t0 = time.perf_counter()
-    deadline = t0 + time_limit
+    clock = SearchClock(time_limit, deterministic)
     classes = task_classes(problem, max_classes)
     types = host_types(problem, classes)
     C, Ty = len(classes.count), len(types.cost)
@@ -343,8 +355,9 @@ def column_generation(problem: PlacementProblem, time_limit: float = 30.0, max_c
     last: list[np.ndarray | None] = [None] * Ty
     candidates = [np.flatnonzero(fits[:, t]) for t in range(Ty)]
     lp = mathopt.IncrementalSolver(model, mathopt.SolverType.GLOP)  # warm-started after each new column
-    while time.perf_counter() < deadline:
+    while not clock.expired():
         iterations += 1
+        clock.spend(ITERATION_WORK)
         result = lp.solve()
         if result.termination.reason != mathopt.TerminationReason.OPTIMAL:
             log.warning("pattern master LP: %s", result.termination.reason.name)
@@ -362,11 +375,12 @@ def column_generation(problem: PlacementProblem, time_limit: float = 30.0, max_c
         if added == 0:  # the exact pricing, to find columns the greedy misses or to prove there are none
             proven = True
             for t in np.argsort(types.cost):
-                left = deadline - time.perf_counter()
-                if left <= 0:
+                if clock.expired():
                     proven = False
                     break
-                found, bound_t, exact_t = _price(pi, classes, types.room[t], candidates[t], min(pricing_time, left), last[t])
+                found, bound_t, exact_t, work = _price(pi, classes, types.room[t], candidates[t], min(pricing_time, clock.remaining()),
+                                                       last[t], deterministic)
+                clock.spend(work)
                 upper[t] = min(upper[t], bound_t)
                 proven &= exact_t
                 if found:
@@ -380,16 +394,20 @@ def column_generation(problem: PlacementProblem, time_limit: float = 30.0, max_c
             break
         if integral and math.ceil(best_bound - 1e-6) >= math.ceil(lp_value + types.constant - 1e-6):
             break  # integer costs: the rounded bound cannot rise further
-        if lp_value + types.constant > give_up_above and time.perf_counter() > t0 + 0.4 * time_limit:
+        if lp_value + types.constant > give_up_above and clock.elapsed() > 0.4 * time_limit:
             gave_up = True
             break
     lp_value += types.constant
     return PatternResult(bound=best_bound, lp=lp_value, converged=converged, iterations=iterations, classes=classes, types=types,
-                         columns=columns, wall_s=time.perf_counter() - t0, master=model, column_vars=column_vars, gave_up=gave_up)
+                         columns=columns, wall_s=clock.wall(), master=model, column_vars=column_vars, gave_up=gave_up)
 
 
-def pattern_packing(problem: PlacementProblem, found: PatternResult, time_limit: float = 10.0) -> np.ndarray | None:
+def pattern_packing(problem: PlacementProblem, found: PatternResult, time_limit: float = 10.0,
+                    deterministic: bool = False) -> np.ndarray | None:
     """A placement from the columns of ``found`` (module doc): integer master, slots, then best fit for the rest.
+
+    ``deterministic``: the integer master stops after :data:`DETERMINISTIC_MASTER_NODES` nodes rather than
+    at ``time_limit`` (then only a cap of :data:`~packer.solvers.clock.WALL_CAP` times it).
 
     None when the problem has rules the packing does not honour (:data:`PACKING_RULES`),
     column generation gave up, or the integer master finds no solution in ``time_limit`` seconds. The placement may
@@ -401,7 +419,9 @@ def pattern_packing(problem: PlacementProblem, found: PatternResult, time_limit:
     for var in found.column_vars:
         var.integer = True
     try:
-        params = mathopt.SolveParameters(time_limit=datetime.timedelta(seconds=max(0.1, time_limit)), relative_gap_tolerance=1e-4)
+        seconds = max(0.1, time_limit) * (WALL_CAP if deterministic else 1.0)
+        params = mathopt.SolveParameters(time_limit=datetime.timedelta(seconds=seconds), relative_gap_tolerance=1e-4,
+                                         node_limit=DETERMINISTIC_MASTER_NODES if deterministic else None)
         result = mathopt.solve(found.master, mathopt.SolverType.HIGHS, params=params)
     finally:
         for var in found.column_vars:

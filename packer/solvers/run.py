@@ -51,6 +51,7 @@ from packer.model.metrics import evaluate, violations
 from packer.model.problem import PlacementProblem
 from packer.solvers.baselines import BASELINES, run_baseline
 from packer.solvers.bounds import freeable_cost_bound, repack_cost_bound
+from packer.solvers.clock import SearchClock
 from packer.solvers.cpsat import solve_cpsat
 from packer.solvers.engine import EngineConfig, Progress, solve_engine
 from packer.solvers.exact import unplaceable_tasks
@@ -65,9 +66,9 @@ SOLVERS = ("auto", "engine", "cpsat", "cbc", "highs", *BASELINES)
 AUTO_EXACT_MAX_TASKS = 200
 #: Largest whole-instance exact models (task-host pairs) we let users start: beyond these,
 #: building the model alone takes minutes and CBC ignores its time limit in the root LP
-#: (measured: CBC solved 22k pairs in 10 s and ran 10+ minutes past a 60 s limit at 486k;
-#: CP-SAT respected a 60 s limit at 486k pairs with 2.6 GiB).
-EXACT_MAX_PAIRS = {"cpsat": 1_000_000, "cbc": 100_000, "highs": 100_000}
+#: (measured: CBC solved 22k pairs in 10 s, ran 345 s past a 20 s limit at 53k (the sample trace) and 10+
+#: minutes past a 60 s limit at 486k; CP-SAT respected a 60 s limit at 486k pairs with 2.6 GiB).
+EXACT_MAX_PAIRS = {"cpsat": 1_000_000, "cbc": 30_000, "highs": 100_000}
 #: Largest instance the ``fair`` goal solves exactly under ``--solver auto``.
 LEXIMIN_EXACT_MAX_TASKS = 60
 #: Share of the time limit ``auto`` gives the engine before CBC starts from its plan on small instances.
@@ -141,7 +142,7 @@ def engine_bound(problem: PlacementProblem) -> tuple[float, dict, np.ndarray | N
 
 
 def _pattern_bound_and_start(problem: PlacementProblem, time_limit: float, detail: dict,
-                             progress: Callable[[Progress], None] | None) -> tuple[float, np.ndarray | None]:
+                             progress: Callable[[Progress], None] | None, deterministic: bool = False) -> tuple[float, np.ndarray | None]:
     """Column generation on a full repack (:mod:`packer.solvers.patterns`): the better lower bound, recorded in ``detail``, and a valid start.
 
     It gets :data:`PATTERN_TIME_SHARE` of ``time_limit`` for the bound and half as much for
@@ -150,11 +151,11 @@ def _pattern_bound_and_start(problem: PlacementProblem, time_limit: float, detai
     if progress is not None:
         today, lower = evaluate(problem, problem.current), detail["primary_lower_bound"]
         progress(Progress("column generation", today.objective, lower if math.isfinite(lower) else None, 0, today.hosts, 0.0))
-    lower, found = pattern_lower_bound(problem, time_limit, detail["primary_lower_bound"])
+    lower, found = pattern_lower_bound(problem, time_limit, detail["primary_lower_bound"], deterministic)
     detail.update(found.detail)
     if lower > detail["primary_lower_bound"]:
         detail.update(primary_lower_bound=lower, kind="lower bound on primary cost (full repack, column generation over host patterns)")
-    packed = pattern_packing(problem, found, time_limit=PATTERN_TIME_SHARE * time_limit / 2)
+    packed = pattern_packing(problem, found, time_limit=PATTERN_TIME_SHARE * time_limit / 2, deterministic=deterministic)
     broken = [] if packed is None else violations(problem, packed)
     if broken:
         log.warning("pattern packing broke a rule (%s); not used", "; ".join(broken))
@@ -164,14 +165,17 @@ def _pattern_bound_and_start(problem: PlacementProblem, time_limit: float, detai
     return detail["primary_lower_bound"], packed
 
 
-def pattern_lower_bound(problem: PlacementProblem, time_limit: float, milp_bound: float) -> tuple[float, PatternResult]:
+def pattern_lower_bound(problem: PlacementProblem, time_limit: float, milp_bound: float,
+                        deterministic: bool = False) -> tuple[float, PatternResult]:
     """A full repack's column-generation lower bound on the primary cost, as a solve of ``time_limit`` seconds computes it.
 
     Column generation gets :data:`PATTERN_TIME_SHARE` of ``time_limit`` and gives up above
     :data:`PATTERN_GIVE_UP` × ``milp_bound`` (the MILP bound over architectures); its bound is
     rounded up where costs are integral. Returns the bound (primary-cost units) and the run.
+    ``deterministic``: time counted as work (:mod:`packer.solvers.clock`), so every run gives the same bound.
     """
-    found = column_generation(problem, time_limit=PATTERN_TIME_SHARE * time_limit, give_up_above=PATTERN_GIVE_UP * milp_bound)
+    found = column_generation(problem, time_limit=PATTERN_TIME_SHARE * time_limit, give_up_above=PATTERN_GIVE_UP * milp_bound,
+                              deterministic=deterministic)
     return _integral_lower_bound(problem, found.bound), found
 
 
@@ -189,8 +193,14 @@ def run_solver(
     time_limit: float = 60.0,
     seed: int = 0,
     progress: Callable[[Progress], None] | None = None,
+    deterministic: bool = False,
 ) -> SolveResult:
     """Solve ``problem`` with ``solver`` within ``time_limit`` seconds and attach a bound (see module doc).
+
+    ``deterministic``: count ``time_limit`` as work rather than wall clock wherever a
+    solver can (:mod:`packer.solvers.clock`: the engine, column generation, CP-SAT;
+    HiGHS by nodes), so that ``seed`` gives the same plan under any machine load. CBC is
+    deterministic unless its time limit cuts it short; the baselines always are.
 
     Raises :class:`InputError` when the solver does not honour a rule of the problem (:func:`check_support`).
     """
@@ -202,8 +212,8 @@ def run_solver(
     if solver == "auto":
         exact = problem.n_tasks <= AUTO_EXACT_MAX_TASKS and all("exact" in rule.strategies for rule in problem.rules)
         if exact and all("engine" in rule.strategies for rule in problem.rules):
-            return _run_auto_exact(problem, time_limit, seed, progress)
-        solver = "cbc" if exact else "engine"
+            return _run_auto_exact(problem, time_limit, seed, progress, deterministic)
+        solver = "highs" if exact else "engine"
     check_support(problem, strategy_of(problem, solver), solver)
     if solver in EXACT_MAX_PAIRS and candidate_pairs(problem) > EXACT_MAX_PAIRS[solver]:
         raise InputError(f"the exact {solver} model of this instance would have {candidate_pairs(problem):,} task-host pairs "
@@ -211,32 +221,35 @@ def run_solver(
     if solver in BASELINES:
         return run_baseline(problem, solver, seed)
     if solver == "cpsat":
-        return solve_cpsat(problem, time_limit=time_limit, seed=seed)
+        return solve_cpsat(problem, time_limit=time_limit, seed=seed, deterministic=deterministic)
     if solver in ("cbc", "highs"):
-        return solve_milp(problem, solver=solver, time_limit=time_limit, seed=seed)
-    return _run_engine(problem, time_limit, seed, progress)
+        return solve_milp(problem, solver=solver, time_limit=time_limit, seed=seed, deterministic=deterministic)
+    return _run_engine(problem, time_limit, seed, progress, deterministic)
 
 
-def _run_engine(problem: PlacementProblem, time_limit: float, seed: int, progress: Callable[[Progress], None] | None) -> SolveResult:
+def _run_engine(problem: PlacementProblem, time_limit: float, seed: int, progress: Callable[[Progress], None] | None,
+                deterministic: bool = False) -> SolveResult:
     """The scalable engine within ``time_limit`` seconds, with the bound of :func:`engine_bound` (and column generation on full repacks)."""
     stuck = unplaceable_tasks(problem)
     if len(stuck):
         return SolveResult.infeasible(problem.current, problem.task_ids[stuck].tolist(), "engine", 0.0)
-    t0 = time.perf_counter()
+    clock = SearchClock(time_limit, deterministic)
     bound, detail, task_arch = engine_bound(problem)
     hosts_per_arch = None
     if "hosts_per_arch" in detail:
         hosts_per_arch = np.array([detail["hosts_per_arch"][a] for a in problem.arch_names.tolist()], dtype=float)
     starts = []
     if "primary_lower_bound" in detail and supported(problem):
-        bound, start = _pattern_bound_and_start(problem, time_limit, detail, progress)
+        bound, start = _pattern_bound_and_start(problem, time_limit, detail, progress, deterministic)
+        if deterministic:  # what column generation and its packing may use, counted as used
+            clock.spend(1.5 * PATTERN_TIME_SHARE * time_limit)
         if start is not None:
             starts.append(start)
     target = detail["primary_lower_bound"] if "primary_lower_bound" in detail else detail["primary_before"] - detail["freeable_bound"]
-    remaining = max(0.0, time_limit - (time.perf_counter() - t0))
-    config = EngineConfig(time_limit=remaining, seed=seed, progress=progress, bound=bound, primary_target=target)
+    config = EngineConfig(time_limit=clock.remaining(), deterministic=deterministic, seed=seed, progress=progress, bound=bound,
+                          primary_target=target)
     result = solve_engine(problem, config, hosts_per_arch=hosts_per_arch, task_arch=task_arch, starts=starts)
-    result.wall_s = time.perf_counter() - t0
+    result.wall_s = clock.wall()
     result.bound = bound if math.isfinite(bound) else -math.inf
     result.stats["bound"] = _bound_detail(problem, result.assign, detail)
     result.stats["objective_check"] = evaluate(problem, result.assign).objective
@@ -256,7 +269,8 @@ def _bound_detail(problem: PlacementProblem, assign: np.ndarray, detail: dict) -
     return detail
 
 
-def _run_auto_exact(problem: PlacementProblem, time_limit: float, seed: int, progress: Callable[[Progress], None] | None) -> SolveResult:
+def _run_auto_exact(problem: PlacementProblem, time_limit: float, seed: int, progress: Callable[[Progress], None] | None,
+                    deterministic: bool = False) -> SolveResult:
     """``auto`` on a small instance: the engine, then HiGHS on the exact model started from the engine's plan.
 
     The engine gets :data:`AUTO_ENGINE_SHARE` of ``time_limit``, HiGHS the rest (HiGHS,
@@ -266,7 +280,7 @@ def _run_auto_exact(problem: PlacementProblem, time_limit: float, seed: int, pro
     what each found.
     """
     t0 = time.perf_counter()
-    engine = _run_engine(problem, AUTO_ENGINE_SHARE * time_limit, seed, progress)
+    engine = _run_engine(problem, AUTO_ENGINE_SHARE * time_limit, seed, progress, deterministic)
     if engine.status not in ("optimal", "feasible"):
         return engine
     if progress is not None:
@@ -274,8 +288,8 @@ def _run_auto_exact(problem: PlacementProblem, time_limit: float, seed: int, pro
         progress(Progress("exact model (HiGHS), from the engine's plan", after.objective,
                           engine.bound if math.isfinite(engine.bound) else None, engine.stats.get("moves", 0), after.hosts,
                           time.perf_counter() - t0))
-    remaining = max(1.0, time_limit - (time.perf_counter() - t0))
-    exact = solve_milp(problem, solver="highs", time_limit=remaining, seed=seed, start=engine.assign)
+    remaining = (1.0 - AUTO_ENGINE_SHARE) * time_limit if deterministic else max(1.0, time_limit - (time.perf_counter() - t0))
+    exact = solve_milp(problem, solver="highs", time_limit=remaining, seed=seed, start=engine.assign, deterministic=deterministic)
     improved = exact.status in ("optimal", "feasible") and exact.objective < engine.objective - 1e-9
     proven = exact.status == "optimal" and exact.objective <= engine.objective + 1e-9
     best = exact if improved or proven else engine
