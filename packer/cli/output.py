@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import signal
 import sys
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -170,11 +171,27 @@ def _status(summary: dict) -> str:
     else:
         gap = summary["gap"]
         status = f"feasible (gap {'unknown' if gap is None else f'{gap:.2%}'} to the solver's bound)"
-    if stats.get("interrupted"):
+    if stats.get("interrupted_before_a_solution"):
+        status += "; interrupted before the search had a placement: the plan keeps the current one"
+    elif stats.get("interrupted"):
         status += "; interrupted (best plan so far)"
     elif stats.get("timed_out"):
         status += "; stopped at the time limit"
     return status
+
+
+def echo_stopped(signum: int, plan, aborted: bool = False) -> None:
+    """The line after a SIGINT/SIGTERM stopped ``packer solve`` (:mod:`packer.interrupt`); ``plan``: the plan written, or None."""
+    name = signal.Signals(signum).name
+    if aborted:
+        line = f"aborted by a second {name}: no plan written (an earlier plan folder is left as it was)"
+    elif plan is None:
+        line = f"interrupted by {name} before there was a plan: nothing written"
+    elif plan.summary["solver"]["stats"].get("interrupted"):
+        line = f"interrupted by {name}: the search stopped early; the best valid plan so far is written to {plan.path}"
+    else:
+        line = f"{name} received after the search had finished: the plan was completed and written to {plan.path}"
+    click.secho(f"{line} (exit {128 + signum})", fg="yellow", err=True)
 
 
 def echo_verify(report, plan: Path) -> int:

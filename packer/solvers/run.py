@@ -44,6 +44,7 @@ from typing import Callable
 
 import numpy as np
 
+from packer import interrupt
 from packer.errors import InputError
 from packer.model.metrics import evaluate, violations
 from packer.model.problem import PlacementProblem
@@ -180,7 +181,24 @@ def run_solver(
     """Solve ``problem`` with ``solver`` within ``time_limit`` seconds and attach a bound (see module doc).
 
     Raises :class:`InputError` when the solver does not honour a rule of the problem (:func:`check_support`).
+    A stop request (:mod:`packer.interrupt`) that comes before the solver has a placement of
+    its own (while a model or bound is built) returns the current placement, marked interrupted.
     """
+    t0 = time.perf_counter()
+    try:
+        return _run_solver(problem, solver, time_limit, seed, progress)
+    except KeyboardInterrupt:
+        if not interrupt.stop_requested() or violations(problem, problem.current):
+            raise
+        log.warning("interrupted before %s had a placement; returning the current placement", solver)
+        ev = evaluate(problem, problem.current)
+        return SolveResult(assign=problem.current.copy(), status="feasible", objective=ev.objective, bound=-math.inf, solver=solver,
+                           wall_s=time.perf_counter() - t0, stats={"interrupted": True, "interrupted_before_a_solution": True})
+
+
+def _run_solver(problem: PlacementProblem, solver: str, time_limit: float, seed: int,
+                progress: Callable[[Progress], None] | None) -> SolveResult:
+    """:func:`run_solver` but for a stop request before a placement."""
     oversized = tasks_that_fit_nowhere(problem)
     if len(oversized):
         return SolveResult.infeasible(problem.current, problem.task_ids[oversized].tolist(), solver, 0.0)
@@ -203,15 +221,16 @@ def run_solver(
     if len(stuck):
         return SolveResult.infeasible(problem.current, problem.task_ids[stuck].tolist(), "engine", 0.0)
     t0 = time.perf_counter()
-    bound, detail, task_arch = engine_bound(problem)
-    hosts_per_arch = None
-    if "hosts_per_arch" in detail:
-        hosts_per_arch = np.array([detail["hosts_per_arch"][a] for a in problem.arch_names.tolist()], dtype=float)
-    starts = []
-    if "primary_lower_bound" in detail and supported(problem):
-        bound, start = _pattern_bound_and_start(problem, time_limit, detail, progress)
-        if start is not None:
-            starts.append(start)
+    with interrupt.stoppable():
+        bound, detail, task_arch = engine_bound(problem)
+        hosts_per_arch = None
+        if "hosts_per_arch" in detail:
+            hosts_per_arch = np.array([detail["hosts_per_arch"][a] for a in problem.arch_names.tolist()], dtype=float)
+        starts = []
+        if "primary_lower_bound" in detail and supported(problem):
+            bound, start = _pattern_bound_and_start(problem, time_limit, detail, progress)
+            if start is not None:
+                starts.append(start)
     target = detail["primary_lower_bound"] if "primary_lower_bound" in detail else detail["primary_before"] - detail["freeable_bound"]
     remaining = max(0.0, time_limit - (time.perf_counter() - t0))
     config = EngineConfig(time_limit=remaining, seed=seed, progress=progress, bound=bound, primary_target=target)
