@@ -48,10 +48,12 @@ class Abort(BaseException):
 
 
 class _State:
-    """What the handler knows: installed or not, the first signal, the native stoppers, whether to raise."""
+    """What the handler knows: the first signal, the native searches to stop, whether to raise ``KeyboardInterrupt``."""
 
     def __init__(self) -> None:
-        self.installed = False
+        self.reset()
+
+    def reset(self) -> None:
         self.signum: int | None = None
         self.stoppers: list[Callable[[], None]] = []
         self.armed = False
@@ -86,8 +88,7 @@ def _handler(signum: int, frame) -> None:
 def handle_signals() -> Iterator[None]:
     """Install the SIGINT/SIGTERM handler of the module doc for the block (main thread only); restore the old ones after."""
     previous = {sig: signal.getsignal(sig) for sig in SIGNALS}
-    _state.__init__()
-    _state.installed = True
+    _state.reset()
     for sig in SIGNALS:
         signal.signal(sig, _handler)
     try:
@@ -95,7 +96,7 @@ def handle_signals() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        _state.__init__()
+        _state.reset()
 
 
 @contextlib.contextmanager

@@ -31,9 +31,7 @@ class Solve:
 
     def __init__(self, out: Path, *args: str) -> None:
         self.lines: list[str] = []
-        self.started = time.monotonic()
-        self.process = subprocess.Popen([*PACKER, "solve", str(sample_trace()), "--out", str(out),
-                                         "--time-limit", str(TIME_LIMIT), *args],
+        self.process = subprocess.Popen([*PACKER, "solve", str(sample_trace()), "--out", str(out), "--time-limit", str(TIME_LIMIT), *args],
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.reader = threading.Thread(target=lambda: self.lines.extend(self.process.stderr), daemon=True)
         self.reader.start()
@@ -46,14 +44,18 @@ class Solve:
             time.sleep(0.02)
 
     def stop(self, *signals: int, pause: float = 0.0) -> tuple[int, str, str]:
-        """Send ``signals`` (``pause`` s apart); the exit code, stdout and stderr once it has exited."""
+        """Send ``signals`` (``pause`` s apart); the exit code, stdout and stderr once it has exited.
+
+        ``self.stopping_s``: seconds from the first signal to the exit (the time limit is :data:`TIME_LIMIT`).
+        """
+        sent = time.monotonic()
         for sig in signals:
             self.process.send_signal(sig)
             time.sleep(pause)
         out = self.process.stdout.read()
         code = self.process.wait(timeout=60)
         self.reader.join()
-        self.elapsed = time.monotonic() - self.started
+        self.stopping_s = time.monotonic() - sent
         return code, out, "".join(self.lines)
 
 
@@ -73,7 +75,7 @@ def test_a_signal_during_the_engine_search_writes_its_best_plan(tmp_path, sig, c
     run.wait_for("construction done")
     exit_code, out, err = run.stop(sig)
     assert exit_code == code, err
-    assert run.elapsed < 30
+    assert run.stopping_s < 10
     summary = verified(tmp_path / "plan")
     assert summary["solver"]["stats"]["interrupted"] is True
     assert summary["metrics"]["after"]["moves"] > 0  # the construction's plan, not the current placement
@@ -89,7 +91,7 @@ def test_a_signal_during_an_exact_search_writes_a_valid_plan(tmp_path, solver, p
     time.sleep(after)  # into the solver's search (profiling the sample takes ~1 s, building the model a few)
     exit_code, out, err = run.stop(signal.SIGINT)
     assert exit_code == 130, err
-    assert run.elapsed < after + 25, err  # CBC gets 10 s to stop, HiGHS (which ignores the interrupter) 2 s
+    assert run.stopping_s < 20, err  # CBC gets 10 s to stop, HiGHS (which ignores the interrupter) 2 s
     summary = verified(tmp_path / "plan")
     assert summary["solver"]["stats"]["interrupted"] is True
     assert "status:" in out and "interrupted" in out
@@ -100,6 +102,7 @@ def test_a_signal_while_profiling_writes_nothing(tmp_path):
     run.wait_for("profiling usage")
     exit_code, out, err = run.stop(signal.SIGTERM)
     assert exit_code == 143, err
+    assert run.stopping_s < 5
     assert "before there was a plan: nothing written" in err
     assert "Traceback" not in err
     assert not (tmp_path / "plan").exists()
@@ -112,7 +115,7 @@ def test_a_second_sigint_aborts_at_once(tmp_path):
     time.sleep(6.0)
     exit_code, out, err = run.stop(signal.SIGINT, signal.SIGINT, pause=0.5)
     assert exit_code == 130, err
-    assert run.elapsed < 12, err
+    assert run.stopping_s < 4, err
     assert "aborted by a second SIGINT" in err
     assert not (tmp_path / "plan").exists()
     no_debris(tmp_path)

@@ -184,7 +184,8 @@ def echo_stopped(signum: int, plan, aborted: bool = False) -> None:
     """The line after a SIGINT/SIGTERM stopped ``packer solve`` (:mod:`packer.interrupt`); ``plan``: the plan written, or None."""
     name = signal.Signals(signum).name
     if aborted:
-        line = f"aborted by a second {name}: no plan written (an earlier plan folder is left as it was)"
+        line = (f"aborted by a second {name}: no plan written (an earlier plan folder is left as it was)" if plan is None
+                else f"aborted by a second {name} after the plan was written to {plan.path}")
     elif plan is None:
         line = f"interrupted by {name} before there was a plan: nothing written"
     elif plan.summary["solver"]["stats"].get("interrupted"):

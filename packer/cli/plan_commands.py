@@ -71,6 +71,7 @@ def solve(trace: Path, goal: str, config: str, rules: RuleOptions, time_limit: f
     out = out or default_out(trace, f"plan-{preset.name}")
     refuse_to_overwrite_input(out, trace)
     started = time.perf_counter()
+    written = None
     with interrupt.handle_signals():
         try:
             t = read_trace(trace, fleet)
@@ -85,19 +86,18 @@ def solve(trace: Path, goal: str, config: str, rules: RuleOptions, time_limit: f
                     weights=GoalWeights(fragmentation=fragmentation_weight, sensitivity=sensitivity_weight, moves=move_weight),
                     **dataclasses.asdict(rules), profiles=profiles, sensitivity=sensitivity_path, sensitivity_basis=sensitivity_basis,
                     class_scores=class_scores, classes_from=classes_from, fleet=fleet, on_profile=on_profile, on_progress=on_progress)
-            plan = plan.write(out)
+            written = plan = plan.write(out)
+            echo_plan(plan, time.perf_counter() - started)
         except KeyboardInterrupt:  # a stop request before there was a plan (packer.interrupt)
             signum = interrupt.stop_signal() or signal.SIGINT
             echo_stopped(signum, None)
             _exit_now(128 + signum)
         except interrupt.Abort as exc:
-            echo_stopped(exc.signum, None, aborted=True)
+            echo_stopped(exc.signum, written, aborted=True)
             _exit_now(128 + exc.signum)
-        stopped_by = interrupt.stop_signal()
-    echo_plan(plan, time.perf_counter() - started)
-    if stopped_by is not None:
-        echo_stopped(stopped_by, plan)
-        _exit_now(128 + stopped_by)
+        if interrupt.stop_requested():
+            echo_stopped(interrupt.stop_signal(), plan)
+            _exit_now(128 + interrupt.stop_signal())
 
 
 def _exit_now(code: int) -> None:

@@ -214,20 +214,20 @@ def _solve_cbc(engine: pulp.COIN_CMD, lp: pulp.LpProblem) -> None:
     """
     was_none, dummy = lp.fixObjective()  # as LpProblem.solve does
     mps, sol, mst = engine.create_tmp_files(lp.name, "mps", "sol", "mst")
-    variables, var_names, con_names, _ = lp.writeMPS(mps, rename=1)
-    engine.writesol(mst, lp, variables, var_names, con_names)
-    args = [engine.path, mps, "-mips", mst, "-sec", str(engine.timeLimit)]
-    for option in engine.options + engine.getOptions():
-        args += ["-" + option.split()[0], *option.split()[1:]]
-    args += ["-solve", "-printingOptions", "all", "-solution", sol]
-    with subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                          start_new_session=True) as cbc:
-        try:
-            code = interrupt.run_stoppable(cbc.wait, _CbcStop(cbc))
-        except BaseException:
-            cbc.kill()
-            raise
     try:
+        variables, var_names, con_names, _ = lp.writeMPS(mps, rename=1)
+        engine.writesol(mst, lp, variables, var_names, con_names)
+        args = [engine.path, mps, "-mips", mst, "-sec", str(engine.timeLimit)]
+        for option in engine.options + engine.getOptions():
+            args += ["-" + option.split()[0], *option.split()[1:]]
+        args += ["-solve", "-printingOptions", "all", "-solution", sol]
+        with subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True) as cbc:
+            try:
+                code = interrupt.run_stoppable(cbc.wait, _CbcStop(cbc))
+            except BaseException:
+                cbc.kill()
+                raise
         if code == 0 and os.path.exists(sol):
             status, values, _, _, _, sol_status = engine.readsol_MPS(sol, lp, variables, var_names, con_names)
             lp.assignVarsVals(values)
