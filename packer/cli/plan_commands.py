@@ -62,7 +62,7 @@ def solve(trace: Path, goal: str, config: str, rules: RuleOptions, time_limit: f
     Status is optimal, feasible (with the gap to a bound) or infeasible (exit 3,
     tasks named, no plan); an exact solver that finds no placement in time exits 4.
     Ctrl-C (SIGINT) or SIGTERM stops the search and writes the best valid plan so far,
-    marked interrupted (at worst the current placement, when the exact solver had no
+    marked interrupted (at worst the current placement, 0 moves, when the solver had no
     placement yet), then exits 130 (SIGINT) or 143 (SIGTERM); during profiling it writes
     nothing. A second Ctrl-C aborts at once, leaving any previous plan folder as it was.
     Check any plan independently with `packer verify TRACE PLAN`.
