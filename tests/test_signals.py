@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from packer import interrupt
 from packer.io.atomic import atomic_dir, remove_dead_siblings
 from packer.io.resources import sample_trace
 
@@ -178,3 +179,29 @@ def test_temporary_folders_of_dead_runs_are_removed(tmp_path):
         (tmp / "a.txt").write_text("new")
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["plan", live.name])
     assert remove_dead_siblings(tmp_path / "plan") == []
+
+
+def test_a_stop_request_waits_for_held_work_and_stops_the_next_stoppable_region():
+    with interrupt.handle_signals():
+        finished = []
+        with interrupt.held():
+            signal.raise_signal(signal.SIGTERM)
+            finished.append("held work")
+        assert finished == ["held work"] and interrupt.stop_signal() == signal.SIGTERM
+        with pytest.raises(KeyboardInterrupt), interrupt.stoppable():
+            finished.append("stoppable work")
+        assert finished == ["held work"]
+        with pytest.raises(interrupt.Abort):
+            signal.raise_signal(signal.SIGINT)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler and not interrupt.stop_requested()
+
+
+def test_a_native_solve_that_ignores_the_stop_is_abandoned_after_its_grace():
+    release, stops = threading.Event(), []
+    with interrupt.handle_signals():
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+        started = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            interrupt.run_stoppable(lambda: release.wait(30), lambda: stops.append(1), grace=0.5)
+        assert time.monotonic() - started < 3 and stops
+    release.set()
