@@ -24,6 +24,7 @@ from typing import Callable, Iterable
 
 import pandas as pd
 
+from packer import interrupt
 from packer.characterization.characterize import Characterization
 from packer.characterization.normalize import DEFAULT_SENSITIVITY_BASIS, SENSITIVITY_BASES
 from packer.characterization.profile import profile_tasks
@@ -121,7 +122,9 @@ def solve(trace: str | Path | Trace, *, config: str = "p99", goal: str = "tco", 
     :class:`~packer.errors.InfeasibleError` (naming the tasks) when some task fits no
     host, and :class:`~packer.errors.NoPlanError` when an exact solver finds no
     placement within the time limit. The plan's ``write(dir)`` writes the folder
-    ``packer verify`` checks.
+    ``packer verify`` checks. Under :func:`packer.interrupt.handle_signals` a SIGINT or
+    SIGTERM stops the search and returns its best plan (``summary["solver"]["stats"]["interrupted"]``);
+    one during profiling raises ``KeyboardInterrupt``.
     """
     _check_choice("goal", goal, GOALS)
     _check_choice("solver", solver, SOLVERS)
@@ -149,7 +152,8 @@ def solve(trace: str | Path | Trace, *, config: str = "p99", goal: str = "tco", 
                           max_new_at_risk=max_new_at_risk, anti_affinity=pairs),
         solver=solver, time_limit_s=float(time_limit), seed=seed, deterministic=bool(deterministic),
     )
-    problem = problem_from_context(trace, preset, context, profiles, progress=on_profile)
+    with interrupt.stoppable():  # a profile cut short is worthless: a stop request here leaves no plan
+        problem = problem_from_context(trace, preset, context, profiles, progress=on_profile)
     result = run_solver(problem, solver, time_limit, seed, progress=on_progress, deterministic=bool(deterministic))
     if result.status == "infeasible":
         names = ", ".join(result.infeasible_tasks[:10]) + (" ..." if len(result.infeasible_tasks) > 10 else "")

@@ -7,6 +7,7 @@ differences and shares a reader wants next to them.
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -174,11 +175,28 @@ def _status(summary: dict) -> str:
         status += f"; freed {detail['freed']:,.1f} of at most {detail['freeable_bound']:,.1f} {primary} the move budget can free"
     elif detail.get("primary_gap") is not None and detail["primary_gap"] <= 1e-9:
         status += f"; {primary} equals its lower bound (proven optimal {primary})"
-    if stats.get("interrupted"):
+    if stats.get("interrupted_before_a_solution"):
+        status += "; interrupted before the search had a placement: the plan keeps the current one"
+    elif stats.get("interrupted"):
         status += "; interrupted (best plan so far)"
     elif stats.get("timed_out"):
         status += "; stopped at the time limit"
     return status
+
+
+def echo_stopped(signum: int, plan, aborted: bool = False) -> None:
+    """The line after a SIGINT/SIGTERM stopped ``packer solve`` (:mod:`packer.interrupt`); ``plan``: the plan written, or None."""
+    name = signal.Signals(signum).name
+    if aborted:
+        line = (f"aborted by a second {name}: no plan written (an earlier plan folder is left as it was)" if plan is None
+                else f"aborted by a second {name} after the plan was written to {plan.path}")
+    elif plan is None:
+        line = f"interrupted by {name} before there was a plan: nothing written"
+    elif plan.summary["solver"]["stats"].get("interrupted"):
+        line = f"interrupted by {name}: the search stopped early; the best valid plan so far is written to {plan.path}"
+    else:
+        line = f"{name} received after the search had finished: the plan was completed and written to {plan.path}"
+    click.secho(f"{line} (exit {128 + signum})", fg="yellow", err=True)
 
 
 def echo_verify(report, plan: Path) -> int:

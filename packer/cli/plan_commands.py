@@ -2,16 +2,18 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import signal
 import sys
 import time
 from pathlib import Path
 
 import click
 
-from packer import api
+from packer import api, interrupt
 from packer.characterization.characterize import read_profiles
 from packer.cli.options import LazyProgressBar, default_out, fleet_opt, positive_seconds, rule_options, sensitivity_opts, trace_arg
-from packer.cli.output import echo_plan, echo_verify, solve_progress
+from packer.cli.output import echo_plan, echo_stopped, echo_verify, solve_progress
 from packer.io.atomic import refuse_to_overwrite_input
 from packer.io.presets import get_preset
 from packer.io.trace import read_trace
@@ -65,27 +67,50 @@ def solve(trace: Path, goal: str, config: str, rules: RuleOptions, time_limit: f
       report.md          the same for a person
     Status is optimal, feasible (with the gap to a bound) or infeasible (exit 3,
     tasks named, no plan); an exact solver that finds no placement in time exits 4.
-    Ctrl-C stops the search and keeps the best plan so far.
+    Ctrl-C (SIGINT) or SIGTERM stops the search and writes the best valid plan so far,
+    marked interrupted (at worst the current placement, 0 moves, when the solver had no
+    placement yet), then exits 130 (SIGINT) or 143 (SIGTERM); during profiling it writes
+    nothing. A second Ctrl-C aborts at once, leaving any previous plan folder as it was.
     Check any plan independently with `packer verify TRACE PLAN`.
     """
     preset = get_preset(config)
     out = out or default_out(trace, f"plan-{preset.name}")
     refuse_to_overwrite_input(out, trace)
     started = time.perf_counter()
-    t = read_trace(trace, fleet)
-    budget = "unlimited" if rules.max_moves is None else f"{rules.max_moves:,}"
-    click.echo(f"{preset.title}: {len(t.tasks):,} tasks, {len(t.hosts):,} hosts, goal {goal}, max moves {budget}, solver {solver}, "
-               f"time limit {time_limit:g} s", err=True)
-    profiles = read_profiles(profiles_path, t) if profiles_path else None
-    # Profiling happens only when the configuration needs profiles, so its bar opens on the first rows read.
-    with LazyProgressBar("profiling usage", lambda: t.usage_dataset().count_rows()) as on_profile, solve_progress() as on_progress:
-        plan = api.solve(
-            t, config=preset.name, goal=goal, solver=solver, time_limit=time_limit, seed=seed, deterministic=deterministic,
-            weights=GoalWeights(fragmentation=fragmentation_weight, sensitivity=sensitivity_weight, moves=move_weight),
-            **dataclasses.asdict(rules), profiles=profiles, sensitivity=sensitivity_path, sensitivity_basis=sensitivity_basis,
-            class_scores=class_scores, classes_from=classes_from, fleet=fleet, on_profile=on_profile, on_progress=on_progress)
-    plan = plan.write(out)
-    echo_plan(plan, time.perf_counter() - started)
+    written = None
+    with interrupt.handle_signals():
+        try:
+            t = read_trace(trace, fleet)
+            budget = "unlimited" if rules.max_moves is None else f"{rules.max_moves:,}"
+            click.echo(f"{preset.title}: {len(t.tasks):,} tasks, {len(t.hosts):,} hosts, goal {goal}, max moves {budget}, solver {solver}, "
+                       f"time limit {time_limit:g} s", err=True)
+            profiles = read_profiles(profiles_path, t) if profiles_path else None
+            # Profiling happens only when the configuration needs profiles, so its bar opens on the first rows read.
+            with LazyProgressBar("profiling usage", lambda: t.usage_dataset().count_rows()) as on_profile, solve_progress() as on_progress:
+                plan = api.solve(
+                    t, config=preset.name, goal=goal, solver=solver, time_limit=time_limit, seed=seed, deterministic=deterministic,
+                    weights=GoalWeights(fragmentation=fragmentation_weight, sensitivity=sensitivity_weight, moves=move_weight),
+                    **dataclasses.asdict(rules), profiles=profiles, sensitivity=sensitivity_path, sensitivity_basis=sensitivity_basis,
+                    class_scores=class_scores, classes_from=classes_from, fleet=fleet, on_profile=on_profile, on_progress=on_progress)
+            written = plan = plan.write(out)
+            echo_plan(plan, time.perf_counter() - started)
+        except KeyboardInterrupt:  # a stop request before there was a plan (packer.interrupt)
+            signum = interrupt.stop_signal() or signal.SIGINT
+            echo_stopped(signum, None)
+            _exit_now(128 + signum)
+        except interrupt.Abort as exc:
+            echo_stopped(exc.signum, written, aborted=True)
+            _exit_now(128 + exc.signum)
+        if interrupt.stop_requested():
+            echo_stopped(interrupt.stop_signal(), plan)
+            _exit_now(128 + interrupt.stop_signal())
+
+
+def _exit_now(code: int) -> None:
+    """Exit with ``code`` without waiting for a native solver's thread a stop request left running (every write is atomic)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 @click.command()

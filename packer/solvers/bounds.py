@@ -42,7 +42,9 @@ from dataclasses import dataclass
 import numpy as np
 from ortools.math_opt import model_pb2
 from ortools.math_opt.python import mathopt
+from ortools.util.python import solve_interrupter
 
+from packer import interrupt
 from packer.model.metrics import host_loads, initially_overloaded
 from packer.model.problem import PlacementProblem
 
@@ -103,7 +105,7 @@ def _minimize(cost: np.ndarray, matrix: tuple[np.ndarray, np.ndarray, np.ndarray
     params = mathopt.SolveParameters(relative_gap_tolerance=0.0 if np.any(integer) else None,
                                      time_limit=None if time_limit is None else datetime.timedelta(seconds=time_limit))
     model = mathopt.Model.from_model_proto(proto)
-    result = mathopt.solve(model, solver, params=params)
+    result = solve_mathopt(model, solver, params=params)
     reason = result.termination.reason
     x = np.array(result.variable_values(list(model.variables()))) if result.has_primal_feasible_solution() else None
     return _Solution(optimal=reason == mathopt.TerminationReason.OPTIMAL, x=x,
@@ -193,3 +195,17 @@ def repack_cost_bound(problem: PlacementProblem, time_limit: float = 30.0) -> Co
     share[pairs[:, 0], pairs[:, 1]] = res.x[:n_x]
     preferred = np.where(share.max(axis=1) > 0, share.argmax(axis=1), -1)[inverse.ravel()]
     return CostBound(value, "repack-lower", res.optimal, {"hosts_per_arch": hosts}, task_arch=preferred)
+
+
+#: Seconds a MathOpt solve gets to return after a stop request before it is abandoned (measured: HiGHS ignores the interrupter).
+MATHOPT_STOP_GRACE_S = 2.0
+
+def solve_mathopt(model: mathopt.Model, solver_type: mathopt.SolverType, **kwargs) -> mathopt.SolveResult:
+    """``mathopt.solve(model, solver_type, **kwargs)``, interrupted by a stop request (:mod:`packer.interrupt`): the solver returns what it has.
+
+    HiGHS (OR-Tools 9.15) ignores MathOpt's interrupter: :data:`MATHOPT_STOP_GRACE_S` after the
+    request, the solve is abandoned and ``KeyboardInterrupt`` raised.
+    """
+    interrupter = solve_interrupter.SolveInterrupter()
+    return interrupt.run_stoppable(lambda: mathopt.solve(model, solver_type, interrupter=interrupter, **kwargs), interrupter.interrupt,
+                                   grace=MATHOPT_STOP_GRACE_S)

@@ -47,6 +47,7 @@ import numpy as np
 import pandas as pd
 from ortools.sat.python import cp_model
 
+from packer import interrupt
 from packer.model.metrics import evaluate
 from packer.model.problem import PlacementProblem
 from packer.solvers.exact import BOOL, CONT, ExactModel, build_exact_model, unplaceable_tasks
@@ -149,6 +150,8 @@ def cpsat_solver(seed: int, time_limit: float, num_workers: int = 2, determinist
     params.random_seed = int(seed)
     params.num_workers = int(num_workers)
     params.presolve_inclusion_work_limit = 0
+    # SIGINT is packer's (packer.interrupt stops the search); CP-SAT's own handler would take it from Python.
+    params.catch_sigint_signal = False
     if deterministic:
         params.interleave_search = True
         params.max_deterministic_time = float(time_limit)
@@ -198,9 +201,12 @@ def solve_subproblem(problem: PlacementProblem, assign: np.ndarray, tasks_subset
 def solve_model(model: ExactModel, time_limit: float, seed: int, num_workers: int, deterministic: bool, t0: float) -> SolveResult:
     """Solve ``model`` with CP-SAT; the result's placement is re-checked and its objective recomputed."""
     form = model.form
-    cp, handles = to_cpsat(model)
+    with interrupt.stoppable():
+        cp, handles = to_cpsat(model)
     solver = cpsat_solver(seed, time_limit, num_workers, deterministic)
-    code = solver.solve(cp)
+    code = interrupt.run_stoppable(lambda: solver.solve(cp), solver.stop_search)
+    interrupted = interrupt.stop_requested()
+    stopped_early = False
     status = _STATUS.get(code)
     if status is None:
         raise RuntimeError(f"CP-SAT rejected the placement model: {solver.status_name(code)}")
@@ -212,6 +218,9 @@ def solve_model(model: ExactModel, time_limit: float, seed: int, num_workers: in
             raise RuntimeError(f"CP-SAT returned an invalid placement: {'; '.join(broken)}")
     else:
         assign = form.base.copy()
+        if interrupted:  # stopped before its first solution: the base is valid by construction
+            status = "feasible"
+            stopped_early = True
     if status == "infeasible":
         log.error("CP-SAT declared a model infeasible that its hint satisfies (solver bug); returning the starting placement")
         status = "feasible"
@@ -224,6 +233,7 @@ def solve_model(model: ExactModel, time_limit: float, seed: int, num_workers: in
         wall_s=time.perf_counter() - t0,
         stats={"free_tasks": len(form.free), "hosts": len(form.hosts), "variables": len(proto.variables),
                "constraints": len(proto.constraints), "branches": solver.num_branches, "conflicts": solver.num_conflicts,
-               "solve_s": solver.wall_time, "deterministic_s": solver.deterministic_time},
+               "solve_s": solver.wall_time, "deterministic_s": solver.deterministic_time, "interrupted": interrupted,
+               "interrupted_before_a_solution": stopped_early},
     )
 

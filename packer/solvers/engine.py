@@ -53,6 +53,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from packer import interrupt
 from packer.model.metrics import evaluate, host_loads, violations
 from packer.model.problem import PlacementProblem
 from packer.model.state import PlacementState
@@ -426,33 +427,39 @@ def solve_engine(
         nonlocal state
         state = best
 
+    best_state = None  # while a further start is being improved: the best placement before it
     try:
-        if relief and not full:
-            timed_out = _mix_relief_and_emptying(problem, first, budget, config, clock, report, keep)
-        else:
-            timed_out = _empty_hosts(state, budget, full, config, rng, clock, report)
-            if relief and not timed_out:
-                timed_out = _relieve_interference(state, budget, config, clock, report)
-        # With a budget that covers every movable task, a full repack's construction is allowed too.
-        unbound = full or budget >= int(problem.movable.sum())
-        if unbound and not timed_out:
-            built_starts = list(starts)
-            if hosts_per_arch is not None:
-                built_starts += [construct_repack(problem, hosts_per_arch, task_arch, keep_in_place=in_place) for in_place in (True, False)]
-            for built in built_starts:
-                if built is None or timed_out:
-                    continue
-                best_state = state
-                state = PlacementState(problem, built)  # so progress reports follow the construction
+        with interrupt.stoppable():
+            if relief and not full:
+                timed_out = _mix_relief_and_emptying(problem, first, budget, config, clock, report, keep)
+            else:
                 timed_out = _empty_hosts(state, budget, full, config, rng, clock, report)
-                if evaluate(problem, state.assign).objective >= evaluate(problem, best_state.assign).objective:
-                    state = best_state
-        report("construction done")
-        reached = config.primary_target is not None and problem.primary_cost[np.unique(state.assign)].sum() <= config.primary_target + 1e-9
-        if config.lns and not timed_out and not reached and not clock.expired():
-            state, _ = _lns(state, config, rng, clock, budget, report)
+                if relief and not timed_out:
+                    timed_out = _relieve_interference(state, budget, config, clock, report)
+            # With a budget that covers every movable task, a full repack's construction is allowed too.
+            unbound = full or budget >= int(problem.movable.sum())
+            if unbound and not timed_out:
+                built_starts = list(starts)
+                if hosts_per_arch is not None:
+                    built_starts += [construct_repack(problem, hosts_per_arch, task_arch, keep_in_place=in_place) for in_place in (True, False)]
+                for built in built_starts:
+                    if built is None or timed_out:
+                        continue
+                    best_state = state
+                    state = PlacementState(problem, built)  # so progress reports follow the construction
+                    timed_out = _empty_hosts(state, budget, full, config, rng, clock, report)
+                    if evaluate(problem, state.assign).objective >= evaluate(problem, best_state.assign).objective:
+                        state = best_state
+                    best_state = None
+            report("construction done")
+            reached = config.primary_target is not None and problem.primary_cost[np.unique(state.assign)].sum() <= config.primary_target + 1e-9
+            if config.lns and not timed_out and not reached and not clock.expired():
+                state, _ = _lns(state, config, rng, clock, budget, report)
     except KeyboardInterrupt:
         interrupted = True
+        if best_state is not None and (violations(problem, state.assign)
+                                       or evaluate(problem, state.assign).objective >= evaluate(problem, best_state.assign).objective):
+            state = best_state
     assign = state.assign
     problems = violations(problem, assign)
     if problems:  # never hand out an invalid plan: fall back to the current placement
@@ -494,8 +501,9 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
                                       seed=int(rng.integers(1 << 30)))
             clock.spend(result.stats["deterministic_s"])
             if result.objective < best - 1e-9 and not violations(p, result.assign):
-                for t in np.flatnonzero(result.assign != state.assign):
-                    state.move(int(t), int(result.assign[t]))
+                with interrupt.held():  # all of the improvement or none of it
+                    for t in np.flatnonzero(result.assign != state.assign):
+                        state.move(int(t), int(result.assign[t]))
                 best = result.objective
                 report("neighbourhood search")
             break
@@ -521,8 +529,9 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
         clock.spend(result.stats["deterministic_s"])
         if result.objective < best - 1e-9 and not violations(p, result.assign):
             changed = np.flatnonzero(result.assign != state.assign)
-            for t in changed:
-                state.move(int(t), int(result.assign[t]))
+            with interrupt.held():  # all of the improvement or none of it
+                for t in changed:
+                    state.move(int(t), int(result.assign[t]))
             best = result.objective
             stale = 0
             report("neighbourhood search")

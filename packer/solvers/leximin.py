@@ -52,6 +52,7 @@ import time
 import numpy as np
 from ortools.sat.python import cp_model
 
+from packer import interrupt
 from packer.model.metrics import evaluate, violations
 from packer.model.problem import PlacementProblem
 from packer.model.rpf import RP_CAP, RP_FLOOR, RP_RESOLUTION, relative_performance, rp_capacity, rp_loads, rp_thresholds
@@ -111,7 +112,7 @@ def _maximize(model: ExactModel, variables: list[int], hint: np.ndarray, seed: i
         cp.add_hint(handles[var], value)
     cp.maximize(cp_model.LinearExpr.sum([handles[v] for v in variables]))
     solver = cpsat_solver(seed, time_limit, num_workers)
-    code = solver.solve(cp)
+    code = interrupt.run_stoppable(lambda: solver.solve(cp), solver.stop_search)
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None, False
     return form.assignment(chosen_pairs(model, solver, handles)), code == cp_model.OPTIMAL
@@ -147,7 +148,7 @@ def solve_leximin_exact(
         """Maximize the count of true ``variables`` from ``best`` in the time left; the placement or None."""
         nonlocal proven
         left = time_limit - (time.perf_counter() - t0)
-        if left <= 0:
+        if left <= 0 or interrupt.stop_requested():
             proven = False
             return None
         found, optimal = _maximize(model, variables, best, seed, left, num_workers)
@@ -186,7 +187,8 @@ def solve_leximin_exact(
     broken = violations(problem, best)
     if broken:
         raise RuntimeError(f"leximin CP-SAT returned an invalid placement: {'; '.join(broken)}")
-    return _result(problem, best, "optimal" if proven else "feasible", "leximin-exact", t0, resolution, {"levels": levels_fixed})
+    return _result(problem, best, "optimal" if proven else "feasible", "leximin-exact", t0, resolution,
+                   {"levels": levels_fixed, "interrupted": interrupt.stop_requested()})
 
 
 def _result(problem: PlacementProblem, assign: np.ndarray, status: str, solver: str, t0: float, resolution: float, stats: dict) -> SolveResult:
@@ -222,36 +224,37 @@ def solve_leximin_engine(problem: PlacementProblem, time_limit: float = 60.0, se
     stats = {"probes": 0, "levels": 0, "hosts_repaired": 0, "hosts_set_aside": 0, "interrupted": False}
     best = p.current.copy()
     try:
-        # Phase 1: the highest minimum reachable (binary search; a probe stops at its first unrepairable host).
-        lo = int(quantize(relative_performance(p, p.current), resolution).min())
-        hi = cap_level
-        while lo < hi and time.perf_counter() < deadline:
-            mid = (lo + hi + 1) // 2
-            stats["probes"] += 1
-            state = _raise(p, p.current, floors, mid, resolution, budget, deadline, tie, stop_on_failure=True, stats=stats)
-            found = None if state is None else state.assign.copy()
-            if found is None:
-                found = _probe_neighbourhood(p, floors, mid, resolution, deadline, seed, stats)
-            if found is None:
-                hi = mid - 1
-            else:
-                lo, best = mid, found
-        floors = np.maximum(floors, level_rp(lo, resolution)) if lo > quantize(relative_performance(p, p.current), resolution).min() else floors
-        # Phase 2: the next levels, one at a time; hosts that cannot be repaired are set aside.
-        set_aside = np.zeros(p.n_hosts, dtype=bool)
-        assign = best
-        while time.perf_counter() < deadline:
-            q = quantize(relative_performance(p, assign), resolution)
-            open_tasks = ~set_aside[assign]
-            if not open_tasks.any() or int((assign != p.current).sum()) >= budget:
-                break
-            level = int(q[open_tasks].min()) + 1
-            if level > cap_level:
-                break
-            stats["levels"] += 1
-            state = _raise(p, assign, floors, level, resolution, budget, deadline, tie, stop_on_failure=False, stats=stats, set_aside=set_aside)
-            assign = state.assign.copy()
-            best = assign
+        with interrupt.stoppable():
+            # Phase 1: the highest minimum reachable (binary search; a probe stops at its first unrepairable host).
+            lo = int(quantize(relative_performance(p, p.current), resolution).min())
+            hi = cap_level
+            while lo < hi and time.perf_counter() < deadline:
+                mid = (lo + hi + 1) // 2
+                stats["probes"] += 1
+                state = _raise(p, p.current, floors, mid, resolution, budget, deadline, tie, stop_on_failure=True, stats=stats)
+                found = None if state is None else state.assign.copy()
+                if found is None:
+                    found = _probe_neighbourhood(p, floors, mid, resolution, deadline, seed, stats)
+                if found is None:
+                    hi = mid - 1
+                else:
+                    lo, best = mid, found
+            floors = np.maximum(floors, level_rp(lo, resolution)) if lo > quantize(relative_performance(p, p.current), resolution).min() else floors
+            # Phase 2: the next levels, one at a time; hosts that cannot be repaired are set aside.
+            set_aside = np.zeros(p.n_hosts, dtype=bool)
+            assign = best
+            while time.perf_counter() < deadline:
+                q = quantize(relative_performance(p, assign), resolution)
+                open_tasks = ~set_aside[assign]
+                if not open_tasks.any() or int((assign != p.current).sum()) >= budget:
+                    break
+                level = int(q[open_tasks].min()) + 1
+                if level > cap_level:
+                    break
+                stats["levels"] += 1
+                state = _raise(p, assign, floors, level, resolution, budget, deadline, tie, stop_on_failure=False, stats=stats, set_aside=set_aside)
+                assign = state.assign.copy()
+                best = assign
     except KeyboardInterrupt:
         stats["interrupted"] = True
     assign = best

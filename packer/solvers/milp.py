@@ -28,6 +28,9 @@ from __future__ import annotations
 import datetime
 import logging
 import math
+import os
+import signal
+import subprocess
 import time
 
 import numpy as np
@@ -35,8 +38,10 @@ import pulp
 from ortools.math_opt.python import mathopt
 from pulp.apis import coin_api
 
+from packer import interrupt
 from packer.model.metrics import evaluate
 from packer.model.problem import PlacementProblem
+from packer.solvers.bounds import solve_mathopt
 from packer.solvers.clock import WALL_CAP
 from packer.solvers.exact import BOOL, CONT, ExactModel, build_exact_model, unplaceable_tasks
 from packer.solvers.result import SolveResult
@@ -45,6 +50,9 @@ log = logging.getLogger(__name__)
 
 #: Branch-and-bound nodes of a deterministic HiGHS solve (instead of its time limit).
 DETERMINISTIC_NODES = 1000
+#: Seconds CBC gets to stop after a SIGINT before it is killed (measured: ~9 s to finish a round of cuts on a loaded
+#: 2-core machine; in its root LP it ignores SIGINT for minutes).
+CBC_STOP_GRACE_S = 10.0
 #: Solver names accepted by :func:`solve_milp`.
 MILP_SOLVERS = ("cbc", "highs")
 
@@ -127,7 +135,7 @@ def to_mathopt(model: ExactModel, relax: bool = False) -> tuple[mathopt.Model, l
 def lp_relaxation_bound(model: ExactModel) -> float | None:
     """The model's LP relaxation optimum (GLOP; objective units, without the constant), None if GLOP does not prove it."""
     mo, _ = to_mathopt(model, relax=True)
-    result = mathopt.solve(mo, mathopt.SolverType.GLOP)
+    result = solve_mathopt(mo, mathopt.SolverType.GLOP)
     if result.termination.reason != mathopt.TerminationReason.OPTIMAL:
         return None
     return float(result.termination.objective_bounds.dual_bound)
@@ -151,19 +159,27 @@ def solve_milp(problem: PlacementProblem, *, solver: str = "cbc", time_limit: fl
     stuck = unplaceable_tasks(problem)
     if len(stuck):
         return SolveResult.infeasible(problem.current, problem.task_ids[stuck].tolist(), solver, time.perf_counter() - t0)
-    model = build_exact_model(problem, start)
+    with interrupt.stoppable():
+        model = build_exact_model(problem, start)
     run = _run_cbc if solver == "cbc" else _run_highs
     status, values, model_bound = run(model, time_limit, seed, threads, deterministic)
+    interrupted = interrupt.stop_requested()
     form = model.form
     bound = -math.inf
-    if status in ("optimal", "feasible"):
+    found = status in ("optimal", "feasible")
+    if found:
         chosen = values[model.x] > 0.5
         assign = form.assignment(chosen)
         broken = [v for rule in problem.rules for v in rule.violations(problem, assign)]
         if broken or np.bincount(form.pair_task[chosen], minlength=problem.n_tasks)[form.free].max(initial=1) != 1:
-            raise RuntimeError(f"{solver} returned an invalid placement: {'; '.join(broken) or 'a task on several hosts'}")
-    else:
+            if not interrupted:
+                raise RuntimeError(f"{solver} returned an invalid placement: {'; '.join(broken) or 'a task on several hosts'}")
+            log.warning("%s was stopped before it had a valid placement (%s)", solver, "; ".join(broken) or "a task on several hosts")
+            found = False
+    if not found:
         assign = form.base.copy()
+        if interrupted:  # stopped before its first solution: the starting placement satisfies the model
+            status = "feasible"
     if status == "infeasible":
         log.error("%s declared a model infeasible that the starting placement satisfies; returning the starting placement", solver)
         status = "feasible"
@@ -173,32 +189,93 @@ def solve_milp(problem: PlacementProblem, *, solver: str = "cbc", time_limit: fl
     return SolveResult(assign=assign, status=status, objective=evaluate(problem, assign).objective, bound=bound, solver=solver,
                        wall_s=time.perf_counter() - t0,
                        stats={"free_tasks": len(form.free), "hosts": len(form.hosts), "variables": model.n_vars,
-                              "constraints": len(model.constraints) + len(model.implications)})
+                              "constraints": len(model.constraints) + len(model.implications), "interrupted": interrupted,
+                              "interrupted_before_a_solution": interrupted and not found})
 
 
 def _run_cbc(model: ExactModel, time_limit: float, seed: int, threads: int, deterministic: bool = False) -> tuple[str, np.ndarray, float | None]:
     """Solve with CBC from the hints; the status, every variable's value and a bound (objective units, without the constant)."""
-    lp, handles = to_pulp(model)
+    with interrupt.stoppable():
+        lp, handles = to_pulp(model)
     engine = pulp.COIN_CMD(path=coin_api.pulp_cbc_path, msg=False, timeLimit=time_limit, threads=threads, warmStart=True,
                            options=[f"randomSeed {seed + 1}", f"randomCbcSeed {seed + 1}"])
-    lp.solve(engine)
+    _solve_cbc(engine, lp)
     status = _PULP_STATUS.get(lp.sol_status, "timeout")
     values = np.array([v.varValue or 0.0 for v in handles])
     if status == "optimal":
         bound = float(pulp.value(lp.objective) or 0.0)
+    elif interrupt.stop_requested():
+        bound = None
     else:
         bound = lp_relaxation_bound(model)
     return status, values, bound
 
 
+def _solve_cbc(engine: pulp.COIN_CMD, lp: pulp.LpProblem) -> None:
+    """``engine.solve_CBC(lp)`` with the same command line, but a stop request (:mod:`packer.interrupt`) reaches CBC.
+
+    PuLP keeps the CBC process to itself; here it is ours. CBC runs in its own session,
+    so a terminal's Ctrl-C or a scheduler's SIGTERM to the process group does not kill it;
+    a stop request sends it SIGINT, on which CBC stops its search as at its time limit and
+    writes its best solution, which is read as usual. CBC does not hear SIGINT in its root
+    LP: :class:`_CbcStop` kills it after :data:`CBC_STOP_GRACE_S`, and ``lp`` is then left
+    with no solution found.
+    """
+    was_none, dummy = lp.fixObjective()  # as LpProblem.solve does
+    mps, sol, mst = engine.create_tmp_files(lp.name, "mps", "sol", "mst")
+    try:
+        variables, var_names, con_names, _ = lp.writeMPS(mps, rename=1)
+        engine.writesol(mst, lp, variables, var_names, con_names)
+        args = [engine.path, mps, "-mips", mst, "-sec", str(engine.timeLimit)]
+        for option in engine.options + engine.getOptions():
+            args += ["-" + option.split()[0], *option.split()[1:]]
+        args += ["-solve", "-printingOptions", "all", "-solution", sol]
+        with subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True) as cbc:
+            try:
+                code = interrupt.run_stoppable(cbc.wait, _CbcStop(cbc))
+            except BaseException:
+                cbc.kill()
+                raise
+        if code == 0 and os.path.exists(sol):
+            status, values, _, _, _, sol_status = engine.readsol_MPS(sol, lp, variables, var_names, con_names)
+            lp.assignVarsVals(values)
+            lp.assignStatus(status, sol_status)
+        elif interrupt.stop_requested():
+            lp.assignStatus(pulp.LpStatusNotSolved, pulp.LpSolutionNoSolutionFound)
+        else:
+            raise pulp.PulpSolverError(f"CBC exited with code {code} and wrote no solution")
+    finally:
+        engine.delete_tmp_files(mps, sol, mst)
+        lp.restoreObjective(was_none, dummy)
+
+
+class _CbcStop:
+    """How a stop request stops a CBC process: SIGINT at once, SIGKILL if it still runs :data:`CBC_STOP_GRACE_S` later (idempotent)."""
+
+    def __init__(self, process: subprocess.Popen) -> None:
+        self.process = process
+        self.first: float | None = None
+
+    def __call__(self) -> None:
+        if self.process.poll() is not None:
+            return
+        if self.first is None:
+            self.first = time.monotonic()
+            self.process.send_signal(signal.SIGINT)
+        elif time.monotonic() - self.first > CBC_STOP_GRACE_S:
+            self.process.kill()
+
+
 def _run_highs(model: ExactModel, time_limit: float, seed: int, threads: int, deterministic: bool = False) -> tuple[str, np.ndarray, float | None]:
     """Solve with HiGHS through MathOpt from a hint; the status, every variable's value and HiGHS's dual bound."""
-    mo, handles = to_mathopt(model)
+    with interrupt.stoppable():
+        mo, handles = to_mathopt(model)
     hint = mathopt.SolutionHint(variable_values={var: float(value) for var, value in zip(handles, model.var_hint)})
     seconds = float(time_limit) * (WALL_CAP if deterministic else 1.0)
     params = mathopt.SolveParameters(time_limit=datetime.timedelta(seconds=seconds), random_seed=int(seed), relative_gap_tolerance=0.0,
                                      node_limit=DETERMINISTIC_NODES if deterministic else None)
-    result = mathopt.solve(mo, mathopt.SolverType.HIGHS, params=params, model_params=mathopt.ModelSolveParameters(solution_hints=[hint]))
+    result = solve_mathopt(mo, mathopt.SolverType.HIGHS, params=params, model_params=mathopt.ModelSolveParameters(solution_hints=[hint]))
     reason = result.termination.reason
     found = result.has_primal_feasible_solution()
     if reason == mathopt.TerminationReason.OPTIMAL:

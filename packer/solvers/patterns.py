@@ -51,8 +51,10 @@ import numpy as np
 from ortools.math_opt.python import mathopt
 from ortools.sat.python import cp_model
 
+from packer import interrupt
 from packer.model.metrics import TOLERANCE, host_loads, initially_overloaded
 from packer.model.problem import PlacementProblem
+from packer.solvers.bounds import solve_mathopt
 from packer.solvers.clock import WALL_CAP, SearchClock
 
 log = logging.getLogger(__name__)
@@ -250,7 +252,8 @@ def _price(pi: np.ndarray, classes: Classes, room: np.ndarray, candidates: np.nd
     solver.parameters.num_workers = 1
     solver.parameters.cp_model_presolve = False  # small knapsacks: presolve costs more than it saves
     found = _Solutions(a, candidates, len(classes.count))
-    status = solver.solve(model, found)
+    # In a worker thread: a signal's handler run inside the callback would see its KeyboardInterrupt swallowed by CP-SAT.
+    status = interrupt.run_stoppable(lambda: solver.solve(model, found), solver.stop_search)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return [], float(weights.astype(float) @ ub) / scale, False, solver.deterministic_time
     bound = solver.objective_value if status == cp_model.OPTIMAL else solver.best_objective_bound
@@ -422,7 +425,7 @@ def pattern_packing(problem: PlacementProblem, found: PatternResult, time_limit:
         seconds = max(0.1, time_limit) * (WALL_CAP if deterministic else 1.0)
         params = mathopt.SolveParameters(time_limit=datetime.timedelta(seconds=seconds), relative_gap_tolerance=1e-4,
                                          node_limit=DETERMINISTIC_MASTER_NODES if deterministic else None)
-        result = mathopt.solve(found.master, mathopt.SolverType.HIGHS, params=params)
+        result = solve_mathopt(found.master, mathopt.SolverType.HIGHS, params=params)
     finally:
         for var in found.column_vars:
             var.integer = False

@@ -46,6 +46,7 @@ from typing import Callable
 
 import numpy as np
 
+from packer import interrupt
 from packer.errors import InputError
 from packer.model.metrics import evaluate, violations
 from packer.model.problem import PlacementProblem
@@ -72,7 +73,7 @@ EXACT_MAX_PAIRS = {"cpsat": 1_000_000, "cbc": 30_000, "highs": 100_000}
 #: Largest instance the ``fair`` goal solves exactly under ``--solver auto``.
 LEXIMIN_EXACT_MAX_TASKS = 60
 #: Share of the time limit ``auto`` gives the engine before CBC starts from its plan on small instances.
-AUTO_ENGINE_SHARE = 0.7
+AUTO_ENGINE_SHARE = 0.85
 #: Share of a full repack's time limit that column generation may spend on its bound (and half as much on its packing).
 PATTERN_TIME_SHARE = 0.25
 #: Column generation stops early while its master LP is above this many times the MILP bound over architectures
@@ -203,7 +204,24 @@ def run_solver(
     deterministic unless its time limit cuts it short; the baselines always are.
 
     Raises :class:`InputError` when the solver does not honour a rule of the problem (:func:`check_support`).
+    A stop request (:mod:`packer.interrupt`) that comes before the solver has a placement of
+    its own (while a model or bound is built) returns the current placement, marked interrupted.
     """
+    t0 = time.perf_counter()
+    try:
+        return _run_solver(problem, solver, time_limit, seed, progress, deterministic)
+    except KeyboardInterrupt:
+        if not interrupt.stop_requested() or violations(problem, problem.current):
+            raise
+        log.warning("interrupted before %s had a placement; returning the current placement", solver)
+        ev = evaluate(problem, problem.current)
+        return SolveResult(assign=problem.current.copy(), status="feasible", objective=ev.objective, bound=-math.inf, solver=solver,
+                           wall_s=time.perf_counter() - t0, stats={"interrupted": True, "interrupted_before_a_solution": True})
+
+
+def _run_solver(problem: PlacementProblem, solver: str, time_limit: float, seed: int,
+                progress: Callable[[Progress], None] | None, deterministic: bool) -> SolveResult:
+    """:func:`run_solver` but for a stop request before a placement."""
     oversized = tasks_that_fit_nowhere(problem)
     if len(oversized):
         return SolveResult.infeasible(problem.current, problem.task_ids[oversized].tolist(), solver, 0.0)
@@ -234,17 +252,18 @@ def _run_engine(problem: PlacementProblem, time_limit: float, seed: int, progres
     if len(stuck):
         return SolveResult.infeasible(problem.current, problem.task_ids[stuck].tolist(), "engine", 0.0)
     clock = SearchClock(time_limit, deterministic)
-    bound, detail, task_arch = engine_bound(problem)
-    hosts_per_arch = None
-    if "hosts_per_arch" in detail:
-        hosts_per_arch = np.array([detail["hosts_per_arch"][a] for a in problem.arch_names.tolist()], dtype=float)
-    starts = []
-    if "primary_lower_bound" in detail and supported(problem):
-        bound, start = _pattern_bound_and_start(problem, time_limit, detail, progress, deterministic)
-        if deterministic:  # what column generation and its packing may use, counted as used
-            clock.spend(1.5 * PATTERN_TIME_SHARE * time_limit)
-        if start is not None:
-            starts.append(start)
+    with interrupt.stoppable():
+        bound, detail, task_arch = engine_bound(problem)
+        hosts_per_arch = None
+        if "hosts_per_arch" in detail:
+            hosts_per_arch = np.array([detail["hosts_per_arch"][a] for a in problem.arch_names.tolist()], dtype=float)
+        starts = []
+        if "primary_lower_bound" in detail and supported(problem):
+            bound, start = _pattern_bound_and_start(problem, time_limit, detail, progress, deterministic)
+            if deterministic:  # what column generation and its packing may use, counted as used
+                clock.spend(1.5 * PATTERN_TIME_SHARE * time_limit)
+            if start is not None:
+                starts.append(start)
     target = detail["primary_lower_bound"] if "primary_lower_bound" in detail else detail["primary_before"] - detail["freeable_bound"]
     config = EngineConfig(time_limit=clock.remaining(), deterministic=deterministic, seed=seed, progress=progress, bound=bound,
                           primary_target=target)
@@ -281,7 +300,7 @@ def _run_auto_exact(problem: PlacementProblem, time_limit: float, seed: int, pro
     """
     t0 = time.perf_counter()
     engine = _run_engine(problem, AUTO_ENGINE_SHARE * time_limit, seed, progress, deterministic)
-    if engine.status not in ("optimal", "feasible"):
+    if engine.status not in ("optimal", "feasible") or interrupt.stop_requested():
         return engine
     if progress is not None:
         after = evaluate(problem, engine.assign)
@@ -298,6 +317,7 @@ def _run_auto_exact(problem: PlacementProblem, time_limit: float, seed: int, pro
     stats = dict(best.stats)
     stats["bound"] = _bound_detail(problem, best.assign, engine.stats["bound"])
     stats["method"] = best.solver
+    stats["interrupted"] = bool(engine.stats.get("interrupted") or exact.stats.get("interrupted"))
     stats["auto"] = {r.solver: {"status": r.status, "objective": r.objective, "bound": r.bound if math.isfinite(r.bound) else None,
                                 "wall_s": r.wall_s} for r in (engine, exact)}
     return SolveResult(assign=best.assign, status=status, objective=best.objective, bound=bound, solver=best.solver,
