@@ -100,6 +100,7 @@ def solve(trace: str | Path | Trace, *, config: str = "p99", goal: str = "tco", 
           anti_affinity: Iterable[tuple[str, str]] = (), profiles: pd.DataFrame | None = None, sensitivity: str | Path | None = None,
           sensitivity_basis: str = DEFAULT_SENSITIVITY_BASIS, class_scores: str = DEFAULT_CLASS_AGGREGATE,
           classes_from: str | Path | None = None, presets: str | Path = DEFAULT_PRESETS, fleet: str | Path | None = None,
+          skip_invalid_usage: bool = False, window_s: int = 60,
           on_profile: Callable[[int], None] | None = None, on_progress: Callable[[Progress], None] | None = None) -> Plan:
     """A placement plan for ``trace``: which tasks to move where, in order, with its summary (not yet written).
 
@@ -111,7 +112,9 @@ def solve(trace: str | Path | Trace, *, config: str = "p99", goal: str = "tco", 
     ``spread_host`` / ``spread_domain`` / ``min_rp`` / ``max_new_at_risk`` /
     ``anti_affinity``: the rules :class:`~packer.model.build.RuleOptions` documents;
     ``profiles``: reuse :func:`profile`'s result; the sensitivity options as in
-    :func:`characterize`. ``on_profile`` is called with usage rows read, ``on_progress``
+    :func:`characterize`; ``skip_invalid_usage`` and ``window_s`` as in :func:`profile` (pass
+    those ``profiles`` were made with: the plan records them so ``packer verify`` can
+    recompute the profiles). ``on_profile`` is called with usage rows read, ``on_progress``
     with the engine's :class:`~packer.solvers.engine.Progress`.
 
     Raises :class:`~packer.errors.InputError` for bad arguments,
@@ -126,6 +129,8 @@ def solve(trace: str | Path | Trace, *, config: str = "p99", goal: str = "tco", 
     _check_choice("class_scores", class_scores, CLASS_AGGREGATES)
     if not (isinstance(time_limit, (int, float)) and math.isfinite(time_limit) and time_limit > 0):
         raise InputError(f"time_limit must be a finite number of seconds > 0, got {time_limit!r}")
+    if not (isinstance(window_s, int) and not isinstance(window_s, bool) and window_s >= 1):
+        raise InputError(f"window_s must be a whole number of seconds >= 1, got {window_s!r}")
     if not isinstance(weights, GoalWeights):
         raise InputError(f"weights must be a packer GoalWeights, got {type(weights).__name__}")
     for name, value in (("max_moves", max_moves), ("spread_host", spread_host), ("spread_domain", spread_domain),
@@ -144,7 +149,7 @@ def solve(trace: str | Path | Trace, *, config: str = "p99", goal: str = "tco", 
         classes_from=None if classes_from is None else str(classes_from), goal=goal, weights=weights,
         rules=RuleOptions(max_moves=max_moves, spread_host=spread_host, spread_domain=spread_domain, min_rp=min_rp,
                           max_new_at_risk=max_new_at_risk, anti_affinity=pairs),
-        solver=solver, time_limit_s=float(time_limit), seed=seed,
+        solver=solver, time_limit_s=float(time_limit), seed=seed, skip_invalid_usage=bool(skip_invalid_usage), window_s=window_s,
     )
     problem = problem_from_context(trace, preset, context, profiles, progress=on_profile)
     result = run_solver(problem, solver, time_limit, seed, progress=on_progress)

@@ -7,22 +7,50 @@ flags laid over a ``--constraints`` file.
 from __future__ import annotations
 
 import dataclasses
+import json
 import functools
+import math
 import sys
 from pathlib import Path
 from typing import Callable
 
 import click
+import pyarrow as pa
+import pyarrow.parquet as pq
 from click.core import ParameterSource
 
+from packer.errors import InputError
 from packer.io.constraints import read_constraints
 from packer.io.resources import SAMPLE_NAME, sample_trace
 from packer.model.build import RuleOptions
+from packer.model.rpf import RP_CAP, RP_FLOOR
 
 
 def default_out(trace: Path, name: str) -> Path:
     """Where a step writes when no --out is given: ``out/<trace name>/<name>`` under the working folder."""
     return Path("out") / Path(trace).resolve().name / name
+
+
+#: Parquet metadata key of profiles.parquet recording how `packer profile` made it (window, skipped rows).
+PROFILING_KEY = b"packer.profiling"
+
+
+def with_profiling(table: pa.Table, window_s: int, skip_invalid_usage: bool) -> pa.Table:
+    """``table`` (profiles) carrying how it was made, so a plan solved on it records what ``packer verify`` must redo."""
+    record = json.dumps({"window_s": window_s, "skip_invalid_usage": skip_invalid_usage}).encode()
+    return table.replace_schema_metadata({**(table.schema.metadata or {}), PROFILING_KEY: record})
+
+
+def recorded_profiling(profiles: Path | None) -> dict:
+    """The ``window_s`` and ``skip_invalid_usage`` a profiles.parquet was made with ({} if unrecorded), as ``api.solve`` keywords."""
+    if profiles is None:
+        return {}
+    try:
+        record = (pq.read_schema(profiles).metadata or {}).get(PROFILING_KEY)
+        values = json.loads(record) if record else {}
+    except (pa.ArrowInvalid, OSError, ValueError) as exc:
+        raise InputError(f"{profiles}: not a readable profiles file: {exc}") from None
+    return {key: values[key] for key in ("window_s", "skip_invalid_usage") if key in values}
 
 
 def progress_bar(label: str, length: int):
@@ -90,9 +118,9 @@ class ServicePair(click.ParamType):
 
 
 def positive_seconds(ctx, param, value):
-    """Callback of --time-limit: a number of seconds > 0."""
-    if value is not None and value <= 0:
-        raise click.BadParameter(f"must be > 0 seconds, got {value:g}")
+    """Callback of --time-limit: a finite number of seconds > 0 (``inf`` would never stop, ``nan`` would skip the search)."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise click.BadParameter(f"must be a finite number of seconds > 0, got {value:g}")
     return value
 
 
@@ -149,8 +177,9 @@ _RULE_OPTIONS = (
     click.option("--spread-host", type=click.IntRange(min=1), default=None, help="At most N tasks of one job per host (on hosts that gain tasks)."),
     click.option("--spread-domain", type=click.IntRange(min=1), default=None,
                  help="At most N tasks of one job per failure domain (on domains that gain tasks)."),
-    click.option("--min-rp", type=float, default=None,
-                 help="Guard: every task keeps relative performance >= X (0 = at goal; a task already below X gets no worse)."),
+    click.option("--min-rp", type=click.FloatRange(RP_FLOOR, RP_CAP), default=None,
+                 help=f"Guard: every task keeps relative performance >= X, a number from {RP_FLOOR:g} to {RP_CAP:g} "
+                      "(0 = at goal, 1 = the best; a task already below X gets no worse)."),
     click.option("--max-new-at-risk", type=click.IntRange(min=0), default=None,
                  help="Guard: at most N more tasks at risk of interference (on hosts whose summed sensitivity exceeds 1, "
                       "Eq. 4) than now; 0 frees cost without adding SLO risk. Needs --config p99-sens; engine solver."),

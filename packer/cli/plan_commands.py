@@ -10,9 +10,11 @@ import click
 
 from packer import api
 from packer.characterization.characterize import read_profiles
-from packer.cli.options import LazyProgressBar, default_out, fleet_opt, positive_seconds, rule_options, sensitivity_opts, trace_arg
+from packer.cli.options import (LazyProgressBar, default_out, fleet_opt, positive_seconds, recorded_profiling, rule_options, sensitivity_opts,
+                                trace_arg)
 from packer.cli.output import echo_plan, echo_verify, solve_progress
 from packer.io.atomic import refuse_to_overwrite_input
+from packer.io.output_check import check_output_writable
 from packer.io.presets import get_preset
 from packer.io.trace import read_trace
 from packer.model.build import GOALS, GoalWeights, RuleOptions
@@ -65,6 +67,7 @@ def solve(trace: Path, goal: str, config: str, rules: RuleOptions, time_limit: f
     preset = get_preset(config)
     out = out or default_out(trace, f"plan-{preset.name}")
     refuse_to_overwrite_input(out, trace)
+    check_output_writable(out)
     started = time.perf_counter()
     t = read_trace(trace, fleet)
     budget = "unlimited" if rules.max_moves is None else f"{rules.max_moves:,}"
@@ -77,7 +80,8 @@ def solve(trace: Path, goal: str, config: str, rules: RuleOptions, time_limit: f
             t, config=preset.name, goal=goal, solver=solver, time_limit=time_limit, seed=seed,
             weights=GoalWeights(fragmentation=fragmentation_weight, sensitivity=sensitivity_weight, moves=move_weight),
             **dataclasses.asdict(rules), profiles=profiles, sensitivity=sensitivity_path, sensitivity_basis=sensitivity_basis,
-            class_scores=class_scores, classes_from=classes_from, fleet=fleet, on_profile=on_profile, on_progress=on_progress)
+            class_scores=class_scores, classes_from=classes_from, fleet=fleet, on_profile=on_profile, on_progress=on_progress,
+            **recorded_profiling(profiles_path))
     plan = plan.write(out)
     echo_plan(plan, time.perf_counter() - started)
 

@@ -10,6 +10,7 @@ import click
 from packer.cli.options import LazyProgressBar, default_out, fleet_opt, positive_seconds, rule_options, sensitivity_opts, trace_arg
 from packer.cli.output import echo_sweep, sweep_progress
 from packer.io.atomic import refuse_to_overwrite_input
+from packer.io.output_check import check_output_writable
 from packer.io.trace import read_trace
 from packer.model.build import RuleOptions
 from packer.report.report import write_report
@@ -74,6 +75,7 @@ def sweep(trace: Path, configs: tuple[str, ...], weights: str, refine: int, base
     ladder = _ladder(weights)
     out = out or default_out(trace, "sweep")
     refuse_to_overwrite_input(out, trace)
+    check_output_writable(out)
     options = SweepOptions(
         rules=rules, configs=configs, weights=ladder, baselines=() if no_baselines else baselines, baseline_config=baseline_config,
         time_limit_s=time_limit, solver=solver, seed=seed, goal=goal, fleet=str(fleet) if fleet else None,

@@ -14,11 +14,12 @@ from packer.characterization.characterize import read_profiles, write_characteri
 from packer.characterization.classes import read_reference_classes
 from packer.characterization.profile import profile_tasks, summarize_profiles
 from packer.characterization.sensitivity import DEFAULT_SENSITIVITY
-from packer.cli.options import default_out, fleet_opt, progress_bar, sensitivity_opts, skip_opt, trace_arg
+from packer.cli.options import default_out, fleet_opt, progress_bar, sensitivity_opts, skip_opt, trace_arg, with_profiling
 from packer.cli.output import echo_characterization, echo_generated, echo_import, echo_profiles, echo_skipped_usage
 from packer.io.atomic import atomic_file, refuse_to_overwrite_input
 from packer.io.generate import check_arguments, generate_trace, sample_count
 from packer.io.importers import import_bitbrains, import_openb
+from packer.io.output_check import check_output_writable
 from packer.io.trace import read_trace
 from packer.io.usage import scan_usage
 
@@ -56,12 +57,13 @@ def profile(trace: Path, fleet: Path | None, percentiles: tuple[float, ...], win
     """
     out = out or default_out(trace, "profiles.parquet")
     refuse_to_overwrite_input(out, trace)
+    check_output_writable(out, folder=False)
     t = read_trace(trace, fleet)
     start = time.perf_counter()
     with progress_bar("profiling usage", t.usage_dataset().count_rows()) as bar:
         result = profile_tasks(t, percentiles, window_s, skip_invalid=skip_invalid_usage, progress=bar.update)
     with atomic_file(out) as tmp:
-        pq.write_table(pa.Table.from_pandas(result.profiles, preserve_index=False), tmp)
+        pq.write_table(with_profiling(pa.Table.from_pandas(result.profiles, preserve_index=False), window_s, skip_invalid_usage), tmp)
     echo_skipped_usage(result.skipped)
     echo_profiles(result, len(t.tasks), out, window_s, time.perf_counter() - start, summarize_profiles(result))
 
@@ -90,6 +92,7 @@ def characterize(trace: Path, profiles_path: Path | None, k: int | None, kmax: i
     """
     out = out or default_out(trace, "characterization")
     refuse_to_overwrite_input(out, trace)
+    check_output_writable(out)
     t = read_trace(trace, fleet)
     start = time.perf_counter()
     saved = default_out(trace, "profiles.parquet")
@@ -127,6 +130,7 @@ def generate(tasks: int, hosts: int, days: float, interval: int, seed: int, flee
     behavioural classes, diurnal cycles, noise and spikes (see packer/io/generate.py).
     """
     check_arguments(tasks, hosts, days, interval)
+    check_output_writable(out)
     with progress_bar("generating usage", tasks * sample_count(days, interval)) as bar:
         summary = generate_trace(out, tasks, hosts, days, interval, seed, fleet, progress=bar.update)
     echo_generated(summary)
@@ -161,6 +165,7 @@ def import_bitbrains_cmd(src: Path, out: Path, fleet: Path | None, archs: tuple[
     5-minute CPU (cores), memory (GiB) and network (Gbps) usage; hosts are built
     from the catalog and VMs placed on them by first-fit decreasing.
     """
+    check_output_writable(out)
     start = time.perf_counter()
     with contextlib.ExitStack() as stack:
         bars: dict = {}
@@ -193,6 +198,7 @@ def import_openb_cmd(src: Path, out: Path, pods: str, phases: tuple[str, ...], g
     mem and (fractional) gpu requests and allowed_archs from gpu_spec; pods are
     placed on nodes by first-fit decreasing.
     """
+    check_output_writable(out)
     start = time.perf_counter()
     summary = import_openb(src, out, pods=pods, phases=None if "all" in phases else phases, gpu_cost=gpu_cost, net_capacity=net_capacity,
                            skip_invalid=skip_invalid, drop_unfit=drop_unfit)

@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 
 from packer.errors import MAX_ROWS_SHOWN, InputError, Problem
 from packer.io.trace import Trace, usage_dims
-from packer.io.validate import PLAUSIBLE_MAX, UNITS
+from packer.io.validate import PLAUSIBLE_MAX, UNITS, plain
 
 DEFAULT_MAX_ROWS = 4_000_000
 
@@ -203,8 +203,8 @@ def _read(read: _Read, dims: list[str], task_index: pa.Array, log: ProblemLog, s
             ids_text = table["task_id"].take(pa.array(idx)).cast(pa.string()).to_pylist()
             out = []
             for j, i in enumerate(idx):
-                extra = "".join(f", {c}={values[c][i]!r}" for c in cols)
-                out.append(f"row {rows[i]} (task_id={ids_text[j]!r}{extra})")
+                extra = "".join(f", {c}={plain(values[c][i])!r}" for c in cols)
+                out.append(f"row {int(rows[i])} (task_id={ids_text[j]!r}{extra})")
             return out
         return rows_text
 

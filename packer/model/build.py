@@ -26,7 +26,7 @@ from packer.io.fleet import Fleet
 from packer.io.presets import Preset
 from packer.io.trace import TASKS_FILE, Trace
 from packer.model.problem import PlacementProblem
-from packer.model.rpf import task_goals
+from packer.model.rpf import RP_CAP, RP_FLOOR, task_goals
 from packer.rules.anti_affinity import AntiAffinity
 from packer.rules.at_risk import MaxNewAtRisk
 from packer.rules.budget import MoveBudget
@@ -111,8 +111,9 @@ def check_options(goal: str, weights: GoalWeights, options: RuleOptions) -> None
     for name, value in (("spread per host", options.spread_host), ("spread per domain", options.spread_domain)):
         if value is not None and value < 1:
             problems.append(f"{name} must be at least 1, got {value}")
-    if options.min_rp is not None and not math.isfinite(options.min_rp):
-        problems.append(f"--min-rp must be a finite number, got {options.min_rp}")
+    if options.min_rp is not None and not RP_FLOOR <= options.min_rp <= RP_CAP:
+        # Relative performance lies in [RP_FLOOR, RP_CAP]: a guard outside it means nothing (or nothing reachable).
+        problems.append(f"--min-rp must be a number from {RP_FLOOR:g} to {RP_CAP:g} (0 = at goal), got {options.min_rp}")
     if options.max_new_at_risk is not None and options.max_new_at_risk < 0:
         problems.append(f"--max-new-at-risk must be >= 0, got {options.max_new_at_risk}")
     if options.max_new_at_risk is not None and goal == "fair":
