@@ -250,7 +250,7 @@ def test_corrupt_usage_part_is_named(tmp_path, tiny_trace, broken):
 def test_time_limit_must_be_finite_and_positive(tiny_trace, tmp_path, value):
     for command in ("solve", "sweep"):
         result = run(command, str(tiny_trace), "--time-limit", value, "--out", str(tmp_path / command))
-        assert result.exit_code == 2 and "--time-limit" in result.output and "finite number of seconds > 0" in result.output
+        assert result.exit_code == 2 and "--time-limit" in result.output and "must be > 0 seconds and finite" in result.output
 
 
 @pytest.mark.parametrize("value", ["2", "1.5", "-11", "nan"])

@@ -120,7 +120,7 @@ class ServicePair(click.ParamType):
 def positive_seconds(ctx, param, value):
     """Callback of --time-limit: a finite number of seconds > 0 (``inf`` would never stop, ``nan`` would skip the search)."""
     if value is not None and not (math.isfinite(value) and value > 0):
-        raise click.BadParameter(f"must be a finite number of seconds > 0, got {value:g}")
+        raise click.BadParameter(f"must be > 0 seconds and finite, got {value:g}")
     return value
 
 
