@@ -32,7 +32,7 @@ from packer.errors import InfeasibleError, InputError, NoPlanError
 from packer.io.fleet import DEFAULT_FLEET
 from packer.io.presets import DEFAULT_PRESETS, get_preset
 from packer.io.trace import FLEET_FILE, Trace, read_trace
-from packer.model.build import GOALS, GoalWeights, RuleOptions, service_pairs
+from packer.model.build import GOALS, GoalWeights, RuleOptions, check_options, service_pairs
 from packer.plan.context import PlanContext, characterize_from_context, problem_from_context
 from packer.plan.plan import Plan, make_plan, read_plan
 from packer.plan.verify import VerifyReport, verify_plan
@@ -151,6 +151,7 @@ def solve(trace: str | Path | Trace, *, config: str = "p99", goal: str = "tco", 
                           max_new_at_risk=max_new_at_risk, anti_affinity=pairs),
         solver=solver, time_limit_s=float(time_limit), seed=seed, skip_invalid_usage=bool(skip_invalid_usage), window_s=window_s,
     )
+    check_options(goal, weights, context.rules, preset)  # before profiling: a wrong option fails before the work
     problem = problem_from_context(trace, preset, context, profiles, progress=on_profile)
     result = run_solver(problem, solver, time_limit, seed, progress=on_progress)
     if result.status == "infeasible":

@@ -266,12 +266,12 @@ def test_constraints_file_min_rp_range(tiny_trace, tmp_path):
 
 
 def test_skip_invalid_profiles_give_a_plan_that_verifies(tmp_path):
-    """The README's workaround: profile --skip-invalid-usage, then solve --profiles: the plan records the skip, so verify redoes it."""
+    """The README's workaround: profile --skip-invalid, then solve --profiles: the plan records the skip, so verify redoes it."""
     h, t, u = tiny_tables()
     u.loc[3, "cpu"] = -1.0
     trace = make(tmp_path, hosts=h, tasks=t, usage=u)
     profiles, plan = tmp_path / "profiles.parquet", tmp_path / "plan"
-    assert run("profile", str(trace), "--skip-invalid-usage", "--window", "120", "--out", str(profiles)).exit_code == 0
+    assert run("profile", str(trace), "--skip-invalid", "--window", "120", "--out", str(profiles)).exit_code == 0
     solved = run("solve", str(trace), "--profiles", str(profiles), "--time-limit", "2", "--out", str(plan))
     assert solved.exit_code == 0, solved.output
     context = json.loads((plan / "summary.json").read_text())["context"]

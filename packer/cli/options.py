@@ -21,6 +21,7 @@ from click.core import ParameterSource
 
 from packer.errors import InputError
 from packer.io.constraints import read_constraints
+from packer.io.presets import DEFAULT_PRESETS, load_presets
 from packer.io.resources import SAMPLE_NAME, sample_trace
 from packer.model.build import RuleOptions
 from packer.model.rpf import RP_CAP, RP_FLOOR
@@ -103,6 +104,19 @@ class MaxMoves(click.ParamType):
         return n
 
 
+class PresetName(click.Choice):
+    """A configuration preset of models/presets.toml (Table IV), in any case, with ``_`` or ``-``."""
+
+    def __init__(self):
+        super().__init__(list(load_presets(DEFAULT_PRESETS)), case_sensitive=False)
+
+    def convert(self, value, param, ctx):
+        name = str(value).strip().lower().replace("_", "-").replace(" ", "-")
+        if name not in self.choices:
+            self.fail(f"unknown config '{value}'; known: {', '.join(self.choices)}", param, ctx)
+        return name
+
+
 class ServicePair(click.ParamType):
     """Two service names separated by a comma (``A,B``), as a tuple."""
 
@@ -143,11 +157,17 @@ fleet_opt = click.option(
     default=None,
     help="Fleet catalog (TOML). Default: the trace's own fleet.toml, else models/fleet.toml.",
 )
-skip_opt = click.option(
-    "--skip-invalid-usage",
-    is_flag=True,
-    help="Drop invalid usage rows (unknown task, NaN, negative, implausible) instead of failing; the counts are reported.",
-)
+def skip_opt(command):
+    """``--skip-invalid`` (hidden old spelling ``--skip-invalid-usage``): the command receives ``skip_invalid_usage``."""
+
+    @functools.wraps(command)
+    def with_skip(*args, skip_invalid: bool, skip_invalid_usage_old: bool, **kwargs):
+        return command(*args, skip_invalid_usage=skip_invalid or skip_invalid_usage_old, **kwargs)
+
+    with_skip = click.option("--skip-invalid-usage", "skip_invalid_usage_old", is_flag=True, hidden=True)(with_skip)
+    return click.option("--skip-invalid", "skip_invalid", is_flag=True,
+                        help="Drop invalid usage rows (unknown task, NaN, negative, implausible) instead of failing; the counts "
+                             "are reported.")(with_skip)
 
 
 def sensitivity_opts(command):

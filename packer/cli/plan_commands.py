@@ -10,7 +10,7 @@ import click
 
 from packer import api
 from packer.characterization.characterize import read_profiles
-from packer.cli.options import (LazyProgressBar, default_out, fleet_opt, positive_seconds, recorded_profiling, rule_options, sensitivity_opts,
+from packer.cli.options import (LazyProgressBar, PresetName, default_out, fleet_opt, positive_seconds, recorded_profiling, rule_options, sensitivity_opts,
                                 trace_arg)
 from packer.cli.output import echo_plan, echo_verify, solve_progress
 from packer.io.atomic import refuse_to_overwrite_input
@@ -26,8 +26,7 @@ from packer.solvers.run import SOLVERS
 @click.option("--goal", type=click.Choice(GOALS), default="tco", show_default=True,
               help="Primary goal: summed cost of occupied hosts (tco), their number (hosts), or fair: raise the lowest "
                    "relative performance, then the next (leximin, Carrera et al.), with the fewest moves.")
-@click.option("--config", "config", default="p99", show_default=True,
-              help="Configuration preset (Table IV): baseline, p99-cpu, p99-mem, p99, p99-sens.")
+@click.option("--config", "config", type=PresetName(), default="p99", show_default=True, help="Configuration preset (Table IV).")
 @rule_options
 @click.option("--time-limit", type=float, default=60.0, show_default=True, callback=positive_seconds, help="Seconds; the best plan found by then is returned.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed; a solve is deterministic for a seed.")

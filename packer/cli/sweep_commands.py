@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from packer.cli.options import LazyProgressBar, default_out, fleet_opt, positive_seconds, rule_options, sensitivity_opts, trace_arg
+from packer.cli.options import (LazyProgressBar, PresetName, default_out, fleet_opt, positive_seconds, rule_options, sensitivity_opts,
+                                trace_arg)
 from packer.cli.output import echo_sweep, sweep_progress
 from packer.io.atomic import refuse_to_overwrite_input
 from packer.io.output_check import check_output_writable
@@ -29,20 +30,20 @@ def _ladder(weights: str) -> tuple[float, ...]:
 
 @click.command()
 @trace_arg
-@click.option("--config", "configs", multiple=True, default=list(TABLE_IV_CONFIGS), show_default=True,
+@click.option("--config", "configs", type=PresetName(), multiple=True, default=list(TABLE_IV_CONFIGS), show_default=True,
               help="Configurations (Table IV presets); repeat for several.")
 @click.option("--weights", default=",".join(weight_label(w) for w in DEFAULT_WEIGHTS), show_default=True,
               help="Comma-separated ladder of sensitivity weights; only configurations with sensitivity (p99-sens) are solved once per weight.")
 @click.option("--refine", type=click.IntRange(min=0), default=5, show_default=True,
               help="Extra weights solved per configuration with sensitivity, each between the two ladder points farthest "
                    "apart on TCO vs tasks at risk, so the curve is dense where the trade-off changes.")
-@click.option("--baseline", "baselines", multiple=True, default=list(BASELINES), show_default=True,
+@click.option("--baseline", "baselines", type=click.Choice(BASELINES), multiple=True, default=list(BASELINES), show_default=True,
               help="Baseline policies to compare; repeat for several.")
 @click.option("--no-baselines", is_flag=True, help="Run no baseline policy.")
 @click.option("--no-new-risk/--no-no-new-risk-point", "no_new_risk", default=True, show_default=True,
               help="Also solve each configuration with sensitivity at weight 0 under --max-new-at-risk 0 (engine): "
                    "the cost the budget frees without putting one more task at risk.")
-@click.option("--baseline-config", default="p99-sens", show_default=True,
+@click.option("--baseline-config", type=PresetName(), default="p99-sens", show_default=True,
               help="Configuration the baseline policies run on (baseline on a trace without usage).")
 @rule_options
 @click.option("--time-limit", type=float, default=60.0, show_default=True, callback=positive_seconds, help="Seconds per optimizer solve.")

@@ -37,6 +37,9 @@ from packer.io.trace import Trace, usage_dims
 from packer.io.validate import PLAUSIBLE_MAX, UNITS, plain
 
 DEFAULT_MAX_ROWS = 4_000_000
+#: How to go on despite invalid usage rows (the last line of the error).
+SKIP_HINT = ("to drop invalid usage rows instead (they are counted): packer profile TRACE --skip-invalid, "
+             "then packer solve TRACE --profiles PROFILES")
 
 
 @dataclass
@@ -272,4 +275,4 @@ def scan_usage(
             if skip_invalid or not log.total:
                 yield chunk  # once a row is invalid, scan on only to count every problem
     if log.total and not skip_invalid:
-        raise InputError(log.problems)
+        raise InputError([*log.problems, Problem("", "", SKIP_HINT, 0)])

@@ -97,8 +97,11 @@ def service_pairs(value) -> tuple[tuple[str, str], ...]:
     return tuple((a, b) for a, b in pairs)
 
 
-def check_options(goal: str, weights: GoalWeights, options: RuleOptions) -> None:
-    """Raise :class:`InputError` for options no problem can have (the CLI's flags name them)."""
+def check_options(goal: str, weights: GoalWeights, options: RuleOptions, preset: Preset | None = None) -> None:
+    """Raise :class:`InputError` for options no problem can have, or not under ``preset`` (the CLI's flags name them).
+
+    Cheap: callers run it before profiling, so a wrong flag fails before the work.
+    """
     problems = []
     if goal not in GOALS:
         problems.append(f"unknown goal '{goal}'; known: {', '.join(GOALS)}")
@@ -118,6 +121,10 @@ def check_options(goal: str, weights: GoalWeights, options: RuleOptions) -> None
         problems.append(f"--max-new-at-risk must be >= 0, got {options.max_new_at_risk}")
     if options.max_new_at_risk is not None and goal == "fair":
         problems.append("--max-new-at-risk guards the tco and hosts goals; --goal fair raises the lowest relative performance instead")
+    if options.max_new_at_risk is not None and preset is not None and not preset.sensitivity:
+        # A guard on tasks at risk of interference means nothing without sensitivity: say so rather than ignore it.
+        problems.append(f"--max-new-at-risk counts tasks at risk of interference, which needs a configuration with "
+                        f"sensitivity (--config p99-sens); '{preset.name}' has none")
     if problems:
         raise InputError("; ".join(problems))
 
@@ -173,7 +180,8 @@ def task_limits(trace: Trace, preset: Preset, profiles: pd.DataFrame | None) -> 
             continue
         col = percentile_column(dim, float(limit[1:]))
         if profiles is None or col not in profiles.columns:
-            have = "no profiles" if profiles is None else f"profiles with {', '.join(c for c in profiles.columns if c.startswith(dim + '_p'))}"
+            have = [c for c in profiles.columns if c.startswith(dim + "_p")] if profiles is not None else []
+            have = "no profiles" if profiles is None else f"profiles with {', '.join(have)}" if have else f"profiles without any {dim}_p* column"
             raise InputError(f"config '{preset.name}' needs {col} for dimension '{dim}' but got {have}; profile with --percentile {limit[1:]}")
         aligned = profiles.set_index("task_id")[col].reindex(trace.tasks["task_id"]).to_numpy(dtype=float)
         out[dim] = np.where(np.isnan(aligned), request, aligned)
@@ -204,11 +212,7 @@ def build_problem(
     ``task_class`` (T,): workload class labels for the per-class reports.
     """
     check_basis(sensitivity_basis)
-    check_options(goal, weights, rules)
-    if rules.max_new_at_risk is not None and not preset.sensitivity:
-        # A guard on tasks at risk of interference means nothing without sensitivity: say so rather than ignore it.
-        raise InputError(f"--max-new-at-risk counts tasks at risk of interference, which needs a configuration with "
-                         f"sensitivity (--config p99-sens); '{preset.name}' has none")
+    check_options(goal, weights, rules, preset)
     fleet: Fleet = trace.fleet
     tasks, hosts = trace.tasks, trace.hosts
     arch_names = fleet.archs.index.to_numpy(dtype=str)
