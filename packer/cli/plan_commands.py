@@ -21,7 +21,7 @@ from packer.model.build import GOALS, GoalWeights, RuleOptions
 from packer.solvers.run import SOLVERS
 
 
-@click.command()
+@click.command(short_help="Compute a placement plan within a move budget.")
 @trace_arg
 @click.option("--goal", type=click.Choice(GOALS), default="tco", show_default=True,
               help="Primary goal: summed cost of occupied hosts (tco), their number (hosts), or fair: raise the lowest "
@@ -34,10 +34,10 @@ from packer.solvers.run import SOLVERS
               help="auto: the exact MILP (CBC) up to 200 tasks, the scalable engine above; cpsat/cbc/highs: exact model of the whole instance; "
                    "baseline-*: a comparison policy (random, least-loaded, first-fit decreasing, Paragon greedy, Tarcil sampling) under the same move budget.")
 @click.option("--sensitivity-weight", type=click.FloatRange(min=0), default=GoalWeights().sensitivity, show_default=True,
-              help="Weight of summed sensitivity excess over 1 (Eq. 4) against cost units: the TCO-vs-SLO knob (p99-sens).")
+              help="Cost units per unit of summed sensitivity excess over 1 (Eq. 4): the TCO-vs-SLO knob (p99-sens).")
 @click.option("--fragmentation-weight", type=click.FloatRange(min=0), default=GoalWeights().fragmentation, show_default=True,
-              help="Weight of fragmentation (Eq. 2), per host's worth of unused cpu and memory.")
-@click.option("--move-weight", type=click.FloatRange(min=0), default=GoalWeights().moves, show_default=True, help="Cost of one move (the last tie-break).")
+              help="Cost units per host's worth of unused cpu and memory (fragmentation, Eq. 2).")
+@click.option("--move-weight", type=click.FloatRange(min=0), default=GoalWeights().moves, show_default=True, help="Cost units per moved task (the last tie-break).")
 @click.option("--profiles", "profiles_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Reuse a profiles.parquet from `packer profile` (p99, 60 s windows). Default: profile the trace now.")
 @click.option("--sensitivity", "sensitivity_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
@@ -85,7 +85,7 @@ def solve(trace: Path, goal: str, config: str, rules: RuleOptions, time_limit: f
     echo_plan(plan, time.perf_counter() - started)
 
 
-@click.command()
+@click.command(short_help="Check a plan folder against its trace.")
 @trace_arg
 @click.argument("plan", type=click.Path(exists=True, file_okay=False, path_type=Path))
 def verify(trace: Path, plan: Path) -> None:

@@ -39,7 +39,7 @@ def validate(trace: Path, fleet: Path | None, scan_usage_rows: bool) -> None:
     click.echo(f"{trace}: valid: {len(t.hosts):,} hosts, {len(t.tasks):,} tasks, {rows:,} usage rows checked; dimensions {', '.join(t.dims)}")
 
 
-@click.command()
+@click.command(short_help="Per-task usage profiles (p99 of 60 s means, mean, max).")
 @trace_arg
 @fleet_opt
 @click.option("-p", "--percentile", "percentiles", type=click.FloatRange(0, 100), multiple=True, default=[99.0], show_default=True,
@@ -68,7 +68,7 @@ def profile(trace: Path, fleet: Path | None, percentiles: tuple[float, ...], win
     echo_profiles(result, len(t.tasks), out, window_s, time.perf_counter() - start, summarize_profiles(result))
 
 
-@click.command()
+@click.command(short_help="Workload classes, sensitivity and eligibility per task.")
 @trace_arg
 @click.option("--profiles", "profiles_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="profiles.parquet from `packer profile`. Default: out/<trace>/profiles.parquet if it exists, else profile the trace now.")
@@ -112,7 +112,7 @@ def characterize(trace: Path, profiles_path: Path | None, k: int | None, kmax: i
     echo_characterization(result, out, time.perf_counter() - start)
 
 
-@click.command()
+@click.command(short_help="Write a synthetic trace shaped like the paper's pool.")
 @click.option("--tasks", type=int, default=37_000, show_default=True, help="Number of tasks.")
 @click.option("--hosts", type=int, default=18_000, show_default=True, help="Number of hosts (Table I architectures, mixed as in packer.io.generate.ARCH_MIX).")
 @click.option("--days", type=float, default=7.0, show_default=True, help="Days of usage samples.")
@@ -136,17 +136,18 @@ def generate(tasks: int, hosts: int, days: float, interval: int, seed: int, flee
     echo_generated(summary)
 
 
-@click.group("import")
+@click.group("import", short_help="Convert a public trace (Bitbrains, openb) into a trace.")
 def import_group() -> None:
     """Convert a public trace into a native trace folder (see `packer import COMMAND --help`)."""
 
 
 _import_out = click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Output trace folder (written atomically).")
-_import_skip = click.option("--skip-invalid", is_flag=True, help="Drop invalid input rows (NaN, negative, ...) instead of failing; the counts are reported.")
+_import_skip = click.option("--skip-invalid", is_flag=True,
+                            help="Drop invalid input rows (NaN, negative and the like) instead of failing; the counts are reported.")
 _import_drop = click.option("--drop-unfit", is_flag=True, help="Leave out tasks that get no host in the initial placement instead of failing; they are reported.")
 
 
-@import_group.command("bitbrains")
+@import_group.command("bitbrains", short_help="Import a Bitbrains GWA-T-12 folder (a CSV per VM).")
 @click.argument("src", type=click.Path(path_type=Path))
 @_import_out
 @click.option("--fleet", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Fleet catalog to build hosts from. Default: models/fleet.toml.")
@@ -181,7 +182,7 @@ def import_bitbrains_cmd(src: Path, out: Path, fleet: Path | None, archs: tuple[
     echo_import(summary, "VM files", time.perf_counter() - start)
 
 
-@import_group.command("openb")
+@import_group.command("openb", short_help="Import the Alibaba openb GPU cluster (requests only).")
 @click.argument("src", type=click.Path(path_type=Path))
 @_import_out
 @click.option("--pods", default="default", show_default=True, help="Pod list: 'default', 'gpuspec33' (files in SRC) or a CSV path.")
