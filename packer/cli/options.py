@@ -7,8 +7,8 @@ flags laid over a ``--constraints`` file.
 from __future__ import annotations
 
 import dataclasses
-import json
 import functools
+import json
 import math
 import sys
 from pathlib import Path

@@ -10,8 +10,8 @@ import click
 
 from packer import api
 from packer.characterization.characterize import read_profiles
-from packer.cli.options import (LazyProgressBar, PresetName, default_out, fleet_opt, positive_seconds, recorded_profiling, rule_options, sensitivity_opts,
-                                trace_arg)
+from packer.cli.options import (LazyProgressBar, PresetName, default_out, fleet_opt, positive_seconds, recorded_profiling, rule_options,
+                                sensitivity_opts, trace_arg)
 from packer.cli.output import echo_plan, echo_verify, solve_progress
 from packer.io.atomic import refuse_to_overwrite_input
 from packer.io.output_check import check_output_writable

@@ -16,7 +16,7 @@ from packer.io.atomic import refuse_to_overwrite_input
 from packer.io.output_check import check_output_writable
 from packer.io.trace import read_trace
 from packer.model.build import RuleOptions
-from packer.report.report import write_report
+from packer.report.report import REPORT_DIR, write_report
 from packer.report.sweep import DEFAULT_WEIGHTS, TABLE_IV_CONFIGS, SweepOptions, run_sweep, weight_label
 from packer.solvers.baselines import BASELINES
 from packer.solvers.run import SOLVERS
@@ -117,5 +117,6 @@ def report(source: Path, out: Path | None) -> None:
     paper comparison (when Baseline, P99 and P99 Sens were swept) and the paper's
     Figs. 7-12 with the tables behind them. From a plan: the same figures for one plan.
     """
+    check_output_writable(out or source / REPORT_DIR)
     files = write_report(source, out)
     click.echo(f"{files.kind} report: {files.html} and {files.markdown}")
