@@ -27,7 +27,8 @@ import pandas as pd
 from packer.characterization.characterize import Characterization
 from packer.characterization.normalize import DEFAULT_SENSITIVITY_BASIS, SENSITIVITY_BASES
 from packer.characterization.profile import profile_tasks
-from packer.characterization.sensitivity import CLASS_AGGREGATES, DEFAULT_CLASS_AGGREGATE
+from packer.characterization.classes import read_reference_classes
+from packer.characterization.sensitivity import CLASS_AGGREGATES, DEFAULT_CLASS_AGGREGATE, DEFAULT_SENSITIVITY, load_sensitivity
 from packer.errors import InfeasibleError, InputError, NoPlanError
 from packer.io.fleet import DEFAULT_FLEET
 from packer.io.presets import DEFAULT_PRESETS, get_preset
@@ -151,7 +152,12 @@ def solve(trace: str | Path | Trace, *, config: str = "p99", goal: str = "tco", 
                           max_new_at_risk=max_new_at_risk, anti_affinity=pairs),
         solver=solver, time_limit_s=float(time_limit), seed=seed, skip_invalid_usage=bool(skip_invalid_usage), window_s=window_s,
     )
-    check_options(goal, weights, context.rules, preset)  # before profiling: a wrong option fails before the work
+    # Before profiling: a wrong option or table fails before the work.
+    check_options(goal, weights, context.rules, preset)
+    if preset.sensitivity:
+        load_sensitivity(context.sensitivity or DEFAULT_SENSITIVITY, trace.fleet, services=trace.tasks["service"].dropna().unique())
+        if context.classes_from:
+            read_reference_classes(context.classes_from)
     problem = problem_from_context(trace, preset, context, profiles, progress=on_profile)
     result = run_solver(problem, solver, time_limit, seed, progress=on_progress)
     if result.status == "infeasible":

@@ -323,6 +323,12 @@ CASES: list[tuple[str, list[str], Break, int, tuple[str, ...]]] = [
     ("profiles-without-percentiles", [*SOLVE, "--profiles", "{trace}/usage.parquet"], nothing, 2, ("cpu_p99", "--percentile 99")),
     ("profiles-no-task_id", [*SOLVE, "--profiles", "{trace}/hosts.parquet"], nothing, 2, ("hosts.parquet", "task_id")),
     ("sensitivity-missing", [*SOLVE, "--sensitivity", "{tmp}/none.csv"], nothing, 2, ("--sensitivity", "none.csv")),
+    ("sensitivity-bad-columns", [*SOLVE, "--config", "p99-sens", "--sensitivity", "{tmp}/s.csv"], write_text("s.csv", "service,cpu\nA,abc\n"), 2,
+     ("s.csv", "required column missing")),
+    ("sensitivity-bad-score", [*SOLVE, "--config", "p99-sens", "--sensitivity", "{tmp}/s.csv"],
+     write_text("s.csv", "service,arch,cpu,membw,net\nA,Broadwell20,lots,0.1,0.1\n"), 2, ("s.csv", "cpu")),
+    ("classes-from-garbage", [*SOLVE, "--config", "p99-sens", "--classes-from", "{tmp}/c.parquet"], write_text("c.parquet", "x"), 2,
+     ("c.parquet",)),
     # Other commands' flags.
     ("profile-percentile-101", ["profile", TRACE, "-p", "101", "--out", "{out}/p.parquet"], nothing, 2, ("--percentile", "101")),
     ("profile-window-zero", ["profile", TRACE, "--window", "0", "--out", "{out}/p.parquet"], nothing, 2, ("--window",)),

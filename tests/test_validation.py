@@ -305,3 +305,25 @@ def test_bitbrains_problems_plain_by_line_all_at_once(tmp_path):
     assert skipped.exit_code == 0, skipped.output
     assert "the VM is left out" in skipped.output
     assert sorted(pd.read_parquet(tmp_path / "out" / "tasks.parquet")["task_id"]) == ["vm1", "vm2"]
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--config", "p99-sens", "--sensitivity", "{tmp}/bad.csv"], "bad.csv"),
+    (["--config", "p99-sens", "--classes-from", "{tmp}/bad.csv"], "bad.csv"),
+    (["--max-new-at-risk", "0"], "--max-new-at-risk"),
+    (["--fragmentation-weight", "nan"], "--fragmentation-weight"),
+    (["--move-weight", "inf"], "--move-weight"),
+    (["--goal", "fair", "--max-new-at-risk", "0", "--config", "p99-sens"], "--max-new-at-risk"),
+    (["--fleet", "{tmp}/fleet.toml"], "arch.Broadwell20.mem"),
+])
+def test_solve_fails_before_profiling(tiny_trace, tmp_path, monkeypatch, args, needle):
+    """Options, tables and catalogs solve can check cheaply are checked before the usage is profiled."""
+    import packer.characterization.profile
+
+    (tmp_path / "bad.csv").write_text("service,cpu\nA,abc\n")
+    catalog = Path(packer.io.fleet.DEFAULT_FLEET).read_text()
+    (tmp_path / "fleet.toml").write_text(re.sub(r"(\[arch\.Broadwell20\][^\[]*?\nmem = )[^\n]*", r'\g<1>"lots"', catalog))
+    monkeypatch.setattr(packer.characterization.profile, "profile_tasks", lambda *a, **k: pytest.fail("profiled before checking"))
+    result = run("solve", str(tiny_trace), "--out", str(tmp_path / "plan"), *(a.format(tmp=tmp_path) for a in args))
+    assert result.exit_code == 2, result.output
+    assert needle in result.output and not (tmp_path / "plan").exists()
