@@ -327,3 +327,15 @@ def test_solve_fails_before_profiling(tiny_trace, tmp_path, monkeypatch, args, n
     result = run("solve", str(tiny_trace), "--out", str(tmp_path / "plan"), *(a.format(tmp=tmp_path) for a in args))
     assert result.exit_code == 2, result.output
     assert needle in result.output and not (tmp_path / "plan").exists()
+
+
+@pytest.mark.parametrize("command", [
+    ["profile", "{trace}"], ["characterize", "{trace}"], ["solve", "{trace}"], ["sweep", "{trace}"], ["report", "{trace}"],
+    ["generate", "--tasks", "4", "--hosts", "2", "--days", "0.01"], ["import", "bitbrains", "{tmp}"], ["import", "openb", "{tmp}"],
+])
+def test_every_writing_command_checks_its_out_first(tiny_trace, tmp_path, command):
+    (tmp_path / "afile").write_text("x")
+    args = [a.format(trace=tiny_trace, tmp=tmp_path) for a in command]
+    result = run(*args, "--out", str(tmp_path / "afile" / "out"))
+    assert result.exit_code == 2, result.output
+    assert "--out" in result.output and "is a file, not a folder" in result.output
