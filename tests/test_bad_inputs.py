@@ -334,6 +334,8 @@ CASES: list[tuple[str, list[str], Break, int, tuple[str, ...]]] = [
     ("profile-window-zero", ["profile", TRACE, "--window", "0", "--out", "{out}/p.parquet"], nothing, 2, ("--window",)),
     ("profile-out-is-folder", ["profile", TRACE, "--out", "{tmp}/d"], write_text("d/x", ""), 2, ("--out", "d")),
     ("characterize-k-zero", ["characterize", TRACE, "--k", "0", "--out", OUT], nothing, 2, ("--k",)),
+    ("characterize-sensitivity-bad", ["characterize", TRACE, "--sensitivity", "{tmp}/s.csv", "--out", OUT], write_text("s.csv", "service,cpu\nA,1\n"),
+     2, ("s.csv", "required column missing")),
     ("characterize-classes-garbage", ["characterize", TRACE, "--classes-from", "{tmp}/c.parquet", "--out", OUT],
      write_text("c.parquet", "x"), 2, ("c.parquet",)),
     ("generate-negative-tasks", ["generate", "--tasks", "-1", "--hosts", "2", "--out", OUT], nothing, 2, ("--tasks", "> 0")),

@@ -13,7 +13,7 @@ from packer.characterization.characterize import characterize as run_characteriz
 from packer.characterization.characterize import read_profiles, write_characterization
 from packer.characterization.classes import read_reference_classes
 from packer.characterization.profile import profile_tasks, summarize_profiles
-from packer.characterization.sensitivity import DEFAULT_SENSITIVITY
+from packer.characterization.sensitivity import DEFAULT_SENSITIVITY, load_sensitivity
 from packer.cli.options import default_out, fleet_opt, progress_bar, sensitivity_opts, skip_opt, trace_arg, with_profiling
 from packer.cli.output import echo_characterization, echo_generated, echo_import, echo_profiles, echo_skipped_usage
 from packer.io.atomic import atomic_file, refuse_to_overwrite_input
@@ -94,6 +94,9 @@ def characterize(trace: Path, profiles_path: Path | None, k: int | None, kmax: i
     refuse_to_overwrite_input(out, trace)
     check_output_writable(out)
     t = read_trace(trace, fleet)
+    # The tables characterization needs, checked before the (long) profiling.
+    load_sensitivity(sensitivity_path or DEFAULT_SENSITIVITY, t.fleet, services=t.tasks["service"].dropna().unique(), allow_missing=infer)
+    reference = read_reference_classes(classes_from) if classes_from else None
     start = time.perf_counter()
     saved = default_out(trace, "profiles.parquet")
     if profiles_path is None and saved.exists():
@@ -104,7 +107,6 @@ def characterize(trace: Path, profiles_path: Path | None, k: int | None, kmax: i
     else:
         with progress_bar("profiling usage", t.usage_dataset().count_rows()) as bar:
             profiles = profile_tasks(t, progress=bar.update).profiles
-    reference = read_reference_classes(classes_from) if classes_from else None
     result = run_characterize(t, profiles, k=k, kmax=kmax, seed=seed, sensitivity=sensitivity_path or DEFAULT_SENSITIVITY,
                               profiles_source=str(profiles_path or "profiled now"), infer=infer, aggregate=class_scores,
                               basis=sensitivity_basis, reference=reference)
