@@ -306,6 +306,12 @@ def test_bitbrains_problems_plain_by_line_all_at_once(tmp_path):
     assert "the VM is left out" in skipped.output
     assert sorted(pd.read_parquet(tmp_path / "out" / "tasks.parquet")["task_id"]) == ["vm1", "vm2"]
 
+    # A VM too big for every architecture is named with the rows' problems, not only once they are fixed.
+    huge = [1372629804, 2, 5200.0, 1300.0, 25.0, 600 * 2**20, 1.0, 0, 0, 0.0, 0.0]  # 600 GiB: more than any Table I host
+    _bitbrains_vm(tmp_path / "bb", "9", [huge])
+    result = run("import", "bitbrains", str(tmp_path / "bb"), "--out", str(tmp_path / "new"))
+    assert result.exit_code == 2 and "1.csv" in result.output and "vm9" in result.output and "--drop-unfit" in result.output
+
 
 @pytest.mark.parametrize("args, needle", [
     (["--config", "p99-sens", "--sensitivity", "{tmp}/bad.csv"], "bad.csv"),

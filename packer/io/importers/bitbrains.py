@@ -348,11 +348,6 @@ def import_bitbrains(
                 rows.append((task_id, vm.cpu_request, vm.mem_request, vm.net_max))
         if progress is not None:
             progress("checking VM files", k + 1, len(files))
-    if problems:
-        raise InputError(_with_hint(problems, len(files)))
-    if not rows:
-        raise InputError([Problem(str(src), "", "no VM has a valid sample; nothing to import", 0)])
-
     tasks = pd.DataFrame(rows, columns=["task_id", "cpu_request", "mem_request", "net_max"])
     tasks.insert(1, "job_id", tasks["task_id"])
     if net_request is None:
@@ -365,20 +360,24 @@ def import_bitbrains(
     demand = tasks[[f"{d}_request" for d in DIMS]].to_numpy(dtype=float)
     arch_capacity = np.column_stack([fleet_model.capacity(d).loc[mix].to_numpy() for d in DIMS])
     fits_alone = (demand[:, None, :] <= arch_capacity[None, :, :] + 1e-9).all(axis=2).any(axis=1)
+    largest = ", ".join(f"{d} {arch_capacity[:, j].max():g}" for j, d in enumerate(DIMS))
+    reasons = {
+        t.task_id: f"requests {t.cpu_request:g} cores, {t.mem_request:.1f} GiB, {t.net_request:g} Gbps; no architecture of {', '.join(mix)} in {catalog} has room (largest: {largest})"
+        for t in tasks[~fits_alone].itertuples()
+    }
+    unfit = (f"{len(reasons)} VM(s) fit no host: " + "; ".join(f"{n} {r}" for n, r in list(reasons.items())[:5])
+             + ". Use --drop-unfit to import without them, or a catalog/--arch with an architecture that fits.")
+    if problems:
+        # Every problem at once: a VM too big for the fleet is named now, not after the rows are fixed.
+        also = [Problem("", "", unfit, 0)] if reasons and not drop_unfit else []
+        raise InputError(_with_hint(problems, len(files)) + also)
+    if not rows:
+        raise InputError([Problem(str(src), "", "no VM has a valid sample; nothing to import", 0)])
+
     dropped: dict[str, str] = {}
-    if not fits_alone.all():
-        largest = ", ".join(f"{d} {arch_capacity[:, j].max():g}" for j, d in enumerate(DIMS))
-        reasons = {
-            t.task_id: f"requests {t.cpu_request:g} cores, {t.mem_request:.1f} GiB, {t.net_request:g} Gbps; no architecture of {', '.join(mix)} in {catalog} has room (largest: {largest})"
-            for t in tasks[~fits_alone].itertuples()
-        }
+    if reasons:
         if not drop_unfit:
-            names = list(reasons)
-            raise InfeasibleError(
-                f"{len(names)} VM(s) fit no host: " + "; ".join(f"{n} {r}" for n, r in list(reasons.items())[:5])
-                + ". Use --drop-unfit to import without them, or a catalog/--arch with an architecture that fits.",
-                names,
-            )
+            raise InfeasibleError(unfit, list(reasons))
         dropped = reasons
         tasks = tasks[fits_alone].reset_index(drop=True)
 
