@@ -144,6 +144,13 @@ def summary(change: Callable[[dict], None]) -> Break:
     return apply
 
 
+def both(first: Break, second: Break) -> Break:
+    def apply(root: Path) -> None:
+        first(root)
+        second(root)
+    return apply
+
+
 def nothing(root: Path) -> None:
     """The inputs as they are: the flags are what is wrong."""
 
@@ -374,6 +381,12 @@ CASES: list[tuple[str, list[str], Break, int, tuple[str, ...]]] = [
     ("plan-context-wrong-type", VERIFY, summary(lambda doc: doc["context"].update(seed="zero")), 2, ("summary.json", "seed")),
     ("plan-context-unknown-config", VERIFY, summary(lambda doc: doc["context"].update(config="p42")), 2, ("p42",)),
     ("plan-context-fleet-missing", VERIFY, summary(lambda doc: doc["context"].update(fleet="/nonexistent/fleet.toml")), 2, ("fleet.toml", "not found")),
+    ("plan-presets-bad-toml", VERIFY, both(write_text("p.toml", "[p99\n"), summary(lambda doc: doc["context"].update(presets="p.toml"))), 2,
+     ("p.toml", "not valid TOML")),
+    ("plan-presets-bad-limit", VERIFY, both(write_text("p.toml", '[p99.limits]\ncpu = "p999"\n'),
+                                            summary(lambda doc: doc["context"].update(presets="p.toml"))), 2, ("p.toml", "p999")),
+    ("plan-presets-missing", VERIFY, summary(lambda doc: doc["context"].update(presets="/nonexistent/presets.toml")), 2,
+     ("presets.toml", "not found")),
     ("plan-no-placement", VERIFY, remove("plan/placement.parquet"), 2, ("placement.parquet",)),
     ("plan-placement-garbage", VERIFY, write_text("plan/placement.parquet", "x"), 2, ("placement.parquet", "not a readable")),
     ("plan-placement-no-host", VERIFY, drop_column("placement.parquet", "host_id", where="plan"), 2, ("placement.parquet", "host_id")),
