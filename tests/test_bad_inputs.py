@@ -19,7 +19,6 @@ from typing import Callable
 
 import numpy as np
 import pandas as pd
-import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
