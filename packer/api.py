@@ -28,12 +28,13 @@ from packer import interrupt
 from packer.characterization.characterize import Characterization
 from packer.characterization.normalize import DEFAULT_SENSITIVITY_BASIS, SENSITIVITY_BASES
 from packer.characterization.profile import profile_tasks
-from packer.characterization.sensitivity import CLASS_AGGREGATES, DEFAULT_CLASS_AGGREGATE
+from packer.characterization.classes import read_reference_classes
+from packer.characterization.sensitivity import CLASS_AGGREGATES, DEFAULT_CLASS_AGGREGATE, DEFAULT_SENSITIVITY, load_sensitivity
 from packer.errors import InfeasibleError, InputError, NoPlanError
 from packer.io.fleet import DEFAULT_FLEET
 from packer.io.presets import DEFAULT_PRESETS, get_preset
 from packer.io.trace import FLEET_FILE, Trace, read_trace
-from packer.model.build import GOALS, GoalWeights, RuleOptions, service_pairs
+from packer.model.build import GOALS, GoalWeights, RuleOptions, check_options, service_pairs
 from packer.plan.context import PlanContext, characterize_from_context, problem_from_context
 from packer.plan.plan import Plan, make_plan, read_plan
 from packer.plan.verify import VerifyReport, verify_plan
@@ -101,6 +102,7 @@ def solve(trace: str | Path | Trace, *, config: str = "p99", goal: str = "tco", 
           anti_affinity: Iterable[tuple[str, str]] = (), profiles: pd.DataFrame | None = None, sensitivity: str | Path | None = None,
           sensitivity_basis: str = DEFAULT_SENSITIVITY_BASIS, class_scores: str = DEFAULT_CLASS_AGGREGATE,
           classes_from: str | Path | None = None, presets: str | Path = DEFAULT_PRESETS, fleet: str | Path | None = None,
+          skip_invalid_usage: bool = False, window_s: int = 60,
           on_profile: Callable[[int], None] | None = None, on_progress: Callable[[Progress], None] | None = None) -> Plan:
     """A placement plan for ``trace``: which tasks to move where, in order, with its summary (not yet written).
 
@@ -115,7 +117,9 @@ def solve(trace: str | Path | Trace, *, config: str = "p99", goal: str = "tco", 
     ``spread_host`` / ``spread_domain`` / ``min_rp`` / ``max_new_at_risk`` /
     ``anti_affinity``: the rules :class:`~packer.model.build.RuleOptions` documents;
     ``profiles``: reuse :func:`profile`'s result; the sensitivity options as in
-    :func:`characterize`. ``on_profile`` is called with usage rows read, ``on_progress``
+    :func:`characterize`; ``skip_invalid_usage`` and ``window_s`` as in :func:`profile` (pass
+    those ``profiles`` were made with: the plan records them so ``packer verify`` can
+    recompute the profiles). ``on_profile`` is called with usage rows read, ``on_progress``
     with the engine's :class:`~packer.solvers.engine.Progress`.
 
     Raises :class:`~packer.errors.InputError` for bad arguments,
@@ -132,6 +136,8 @@ def solve(trace: str | Path | Trace, *, config: str = "p99", goal: str = "tco", 
     _check_choice("class_scores", class_scores, CLASS_AGGREGATES)
     if not (isinstance(time_limit, (int, float)) and math.isfinite(time_limit) and time_limit > 0):
         raise InputError(f"time_limit must be a finite number of seconds > 0, got {time_limit!r}")
+    if not (isinstance(window_s, int) and not isinstance(window_s, bool) and window_s >= 1):
+        raise InputError(f"window_s must be a whole number of seconds >= 1, got {window_s!r}")
     if not isinstance(weights, GoalWeights):
         raise InputError(f"weights must be a packer GoalWeights, got {type(weights).__name__}")
     for name, value in (("max_moves", max_moves), ("spread_host", spread_host), ("spread_domain", spread_domain),
@@ -151,7 +157,14 @@ def solve(trace: str | Path | Trace, *, config: str = "p99", goal: str = "tco", 
         rules=RuleOptions(max_moves=max_moves, spread_host=spread_host, spread_domain=spread_domain, min_rp=min_rp,
                           max_new_at_risk=max_new_at_risk, anti_affinity=pairs),
         solver=solver, time_limit_s=float(time_limit), seed=seed, deterministic=bool(deterministic),
+        skip_invalid_usage=bool(skip_invalid_usage), window_s=window_s,
     )
+    # Before profiling: a wrong option or table fails before the work.
+    check_options(goal, weights, context.rules, preset)
+    if preset.sensitivity:
+        load_sensitivity(context.sensitivity or DEFAULT_SENSITIVITY, trace.fleet, services=trace.tasks["service"].dropna().unique())
+        if context.classes_from:
+            read_reference_classes(context.classes_from)
     with interrupt.stoppable():  # a profile cut short is worthless: a stop request here leaves no plan
         problem = problem_from_context(trace, preset, context, profiles, progress=on_profile)
     result = run_solver(problem, solver, time_limit, seed, progress=on_progress, deterministic=bool(deterministic))

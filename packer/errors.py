@@ -13,7 +13,7 @@ MAX_ROWS_SHOWN = 5
 
 @dataclass(frozen=True)
 class Problem:
-    """One validation failure: ``count`` rows of ``file`` break a rule on ``column``.
+    """One validation failure: ``count`` rows of ``file`` break a rule on ``column`` (a key, in a TOML file).
 
     ``rows`` holds up to :data:`MAX_ROWS_SHOWN` examples, each a short description
     such as ``"row 17 (task_id='t17', cpu=-1.0)"``. Row numbers are 0-based
@@ -27,7 +27,9 @@ class Problem:
     rows: tuple[str, ...] = field(default_factory=tuple)
 
     def __str__(self) -> str:
-        where = f"{self.file}: column '{self.column}'" if self.column else self.file
+        # A TOML file (fleet catalog, presets, constraints) has keys where a table has columns.
+        kind = "key" if self.file.endswith(".toml") else "column"
+        where = f"{self.file}: {kind} '{self.column}'" if self.column else self.file
         text = f"{where}: {self.message}" if where else self.message
         if self.count > 1 or self.rows:
             text += f" ({self.count} row{'s' if self.count != 1 else ''})"

@@ -155,7 +155,7 @@ def test_bitbrains_invalid_rows_fail_or_are_skipped(tmp_path: Path) -> None:
     failed = CliRunner().invoke(cli, args)
     assert failed.exit_code == 2
     assert "CPU usage [MHZ]" in failed.output and "missing or non-numeric" in failed.output
-    assert "Memory usage [KB]" in failed.output and "negative value" in failed.output and "row 2" in failed.output
+    assert "Memory usage [KB]" in failed.output and "negative value" in failed.output and "line 4 (Timestamp [ms]=1372630404, Memory usage [KB]=-5.0)" in failed.output and "--skip-invalid" in failed.output
     assert not (tmp_path / "out").exists()
 
     skipped = CliRunner().invoke(cli, [*args, "--skip-invalid"])

@@ -1,12 +1,19 @@
 """Every validation rule: feed the bad input, check the message and the exit code."""
 from __future__ import annotations
 
+import json
+import os
+import re
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
 
 from conftest import tiny_tables, write_tables
+import packer.io.fleet
+from packer import api
 from packer.cli import cli
 from packer.errors import InputError
 from packer.io.trace import read_trace
@@ -173,3 +180,168 @@ def test_outputs_get_normal_permissions(tmp_path):
         f.write_text("1")
     assert (tmp_path / "d").stat().st_mode & 0o055 == 0o055
     assert (tmp_path / "f").stat().st_mode & 0o044 == 0o044
+
+
+# --- Fail before the work (issue 13, item 2) ---------------------------------------------------
+
+def test_read_only_out_folder_fails_before_solving(tiny_trace, tmp_path, monkeypatch):
+    """A folder packer may not write in is named before any profiling or solving (os.access stubbed: root ignores permissions)."""
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: False if Path(path) == locked else real_access(path, mode))
+    monkeypatch.setattr(api, "solve", lambda *a, **k: pytest.fail("solved before checking --out"))
+    result = run("solve", str(tiny_trace), "--out", str(locked / "plan"))
+    assert result.exit_code == 2 and "--out" in result.output and str(locked) in result.output and "cannot write" in result.output
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root ignores folder permissions")
+def test_read_only_out_folder_chmod(tiny_trace, tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    try:
+        result = run("solve", str(tiny_trace), "--out", str(locked / "plan"), "--time-limit", "1")
+    finally:
+        locked.chmod(0o755)
+    assert result.exit_code == 2 and "cannot write" in result.output and not (locked / "plan").exists()
+
+
+def test_out_below_a_file_is_refused(tiny_trace, tmp_path):
+    (tmp_path / "afile").write_text("x")
+    result = run("profile", str(tiny_trace), "--out", str(tmp_path / "afile" / "sub" / "profiles.parquet"))
+    assert result.exit_code == 2 and "is a file, not a folder" in result.output and "--out" in result.output
+
+
+@pytest.mark.parametrize("value", ['"lots"', "nan", "-3", "true"])
+def test_fleet_values_are_checked_when_read(tiny_trace, tmp_path, value):
+    catalog = re.sub(r"(\[arch\.Broadwell20\][^\[]*?\nnet = )[^\n]*", lambda m: m.group(1) + value,
+                     Path(packer.io.fleet.DEFAULT_FLEET).read_text())
+    fleet = tmp_path / "fleet.toml"
+    fleet.write_text(catalog)
+    result = run("solve", str(tiny_trace), "--fleet", str(fleet), "--out", str(tmp_path / "plan"))
+    assert result.exit_code == 2, result.output
+    assert str(fleet) in result.output and "arch.Broadwell20.net" in result.output and "profiling" not in result.output
+
+
+def test_dimension_without_fleet_capacity_is_named(tmp_path):
+    _, t, _ = tiny_tables()
+    t["gpu_request"] = 1.0
+    trace = make(tmp_path, tasks=t)
+    out = assert_rejected(trace, "tasks.parquet", "gpu_request", "the fleet has no gpu capacity", command="solve")
+    assert "np.float64" not in out and "gpu_request=1.0" in out
+
+
+@pytest.mark.parametrize("broken", ["part-0.parquet", "part-9.parquet"])  # the part the dataset takes its schema from, or another
+def test_corrupt_usage_part_is_named(tmp_path, tiny_trace, broken):
+    usage = tiny_trace / "usage.parquet"
+    (tmp_path / "parts").mkdir()
+    usage.rename(tmp_path / "parts" / "part-5.parquet")
+    (tmp_path / "parts" / broken).write_bytes(b"PAR1 not really")
+    (tmp_path / "parts").rename(usage)
+    for command in ("validate", "solve"):
+        out = ["--out", str(tmp_path / "plan")] if command == "solve" else []
+        result = CliRunner().invoke(cli, [command, str(tiny_trace), *out])
+        assert result.exit_code == 2, result.output
+        assert f"{broken}: not a readable Parquet file" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "0", "-1"])
+def test_time_limit_must_be_finite_and_positive(tiny_trace, tmp_path, value):
+    for command in ("solve", "sweep"):
+        result = run(command, str(tiny_trace), "--time-limit", value, "--out", str(tmp_path / command))
+        assert result.exit_code == 2 and "--time-limit" in result.output and "must be > 0 seconds and finite" in result.output
+
+
+@pytest.mark.parametrize("value", ["2", "1.5", "-11", "nan"])
+def test_min_rp_outside_relative_performance_range(tiny_trace, tmp_path, value):
+    result = run("solve", str(tiny_trace), "--min-rp", value, "--out", str(tmp_path / "plan"))
+    assert result.exit_code == 2 and "--min-rp" in result.output and not (tmp_path / "plan").exists()
+
+
+def test_constraints_file_min_rp_range(tiny_trace, tmp_path):
+    (tmp_path / "c.toml").write_text("min_rp = 2.0\n")
+    result = run("solve", str(tiny_trace), "--constraints", str(tmp_path / "c.toml"), "--out", str(tmp_path / "plan"))
+    assert result.exit_code == 2 and "min_rp" in result.output and "from -10 to 1" in result.output
+
+
+def test_skip_invalid_profiles_give_a_plan_that_verifies(tmp_path):
+    """The README's workaround: profile --skip-invalid, then solve --profiles: the plan records the skip, so verify redoes it."""
+    h, t, u = tiny_tables()
+    u.loc[3, "cpu"] = -1.0
+    trace = make(tmp_path, hosts=h, tasks=t, usage=u)
+    profiles, plan = tmp_path / "profiles.parquet", tmp_path / "plan"
+    assert run("profile", str(trace), "--skip-invalid", "--window", "120", "--out", str(profiles)).exit_code == 0
+    solved = run("solve", str(trace), "--profiles", str(profiles), "--time-limit", "2", "--out", str(plan))
+    assert solved.exit_code == 0, solved.output
+    context = json.loads((plan / "summary.json").read_text())["context"]
+    assert context["skip_invalid_usage"] is True and context["window_s"] == 120
+    verified = run("verify", str(trace), str(plan))
+    assert verified.exit_code == 0, verified.output
+
+
+def _bitbrains_vm(folder: Path, stem: str, rows: list[list]) -> None:
+    header = ["Timestamp [ms]", "CPU cores", "CPU capacity provisioned [MHZ]", "CPU usage [MHZ]", "CPU usage [%]",
+              "Memory capacity provisioned [KB]", "Memory usage [KB]", "Disk read throughput [KB/s]", "Disk write throughput [KB/s]",
+              "Network received throughput [KB/s]", "Network transmitted throughput [KB/s]"]
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{stem}.csv").write_text("\n".join(";\t".join(str(v) for v in row) for row in [header, *rows]) + "\n")
+
+
+def test_bitbrains_problems_plain_by_line_all_at_once(tmp_path):
+    good = [1372629804, 2, 5200.0, 1300.0, 25.0, 8388608.0, 2097152.0, 0, 0, 100.0, 50.0]
+    off = [1372630104, 0, 5200.0, 0.0, 0.0, 8388608.0, 0.0, 0, 0, 0.0, 0.0]  # switched off: no cores, MHz still provisioned
+    _bitbrains_vm(tmp_path / "bb", "1", [good, off])
+    _bitbrains_vm(tmp_path / "bb", "2", [good, [1372630104, 2, 5200.0, "", 0.0, 8388608.0, 1.0, 0, 0, 0.0, 0.0]])
+    result = run("import", "bitbrains", str(tmp_path / "bb"), "--out", str(tmp_path / "out"))
+    assert result.exit_code == 2 and not (tmp_path / "out").exists()
+    assert "1.csv" in result.output and "2.csv" in result.output  # both files' problems at once
+    assert "line 3 (Timestamp [ms]=1372630104, CPU cores=0, CPU capacity provisioned [MHZ]=5200.0)" in result.output
+    assert "line 3 (Timestamp [ms]=1372630104, CPU usage [MHZ]=(empty))" in result.output
+    assert "np.float64" not in result.output and "--skip-invalid" in result.output
+
+    _bitbrains_vm(tmp_path / "bb", "3", [off])  # nothing valid left: the VM is left out, not a second failure
+    skipped = run("import", "bitbrains", str(tmp_path / "bb"), "--out", str(tmp_path / "out"), "--skip-invalid")
+    assert skipped.exit_code == 0, skipped.output
+    assert "the VM is left out" in skipped.output
+    assert sorted(pd.read_parquet(tmp_path / "out" / "tasks.parquet")["task_id"]) == ["vm1", "vm2"]
+
+    # A VM too big for every architecture is named with the rows' problems, not only once they are fixed.
+    huge = [1372629804, 2, 5200.0, 1300.0, 25.0, 600 * 2**20, 1.0, 0, 0, 0.0, 0.0]  # 600 GiB: more than any Table I host
+    _bitbrains_vm(tmp_path / "bb", "9", [huge])
+    result = run("import", "bitbrains", str(tmp_path / "bb"), "--out", str(tmp_path / "new"))
+    assert result.exit_code == 2 and "1.csv" in result.output and "vm9" in result.output and "--drop-unfit" in result.output
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--config", "p99-sens", "--sensitivity", "{tmp}/bad.csv"], "bad.csv"),
+    (["--config", "p99-sens", "--classes-from", "{tmp}/bad.csv"], "bad.csv"),
+    (["--max-new-at-risk", "0"], "--max-new-at-risk"),
+    (["--fragmentation-weight", "nan"], "--fragmentation-weight"),
+    (["--move-weight", "inf"], "--move-weight"),
+    (["--goal", "fair", "--max-new-at-risk", "0", "--config", "p99-sens"], "--max-new-at-risk"),
+    (["--fleet", "{tmp}/fleet.toml"], "arch.Broadwell20.mem"),
+])
+def test_solve_fails_before_profiling(tiny_trace, tmp_path, monkeypatch, args, needle):
+    """Options, tables and catalogs solve can check cheaply are checked before the usage is profiled."""
+    import packer.characterization.profile
+
+    (tmp_path / "bad.csv").write_text("service,cpu\nA,abc\n")
+    catalog = Path(packer.io.fleet.DEFAULT_FLEET).read_text()
+    (tmp_path / "fleet.toml").write_text(re.sub(r"(\[arch\.Broadwell20\][^\[]*?\nmem = )[^\n]*", r'\g<1>"lots"', catalog))
+    monkeypatch.setattr(packer.characterization.profile, "profile_tasks", lambda *a, **k: pytest.fail("profiled before checking"))
+    result = run("solve", str(tiny_trace), "--out", str(tmp_path / "plan"), *(a.format(tmp=tmp_path) for a in args))
+    assert result.exit_code == 2, result.output
+    assert needle in result.output and not (tmp_path / "plan").exists()
+
+
+@pytest.mark.parametrize("command", [
+    ["profile", "{trace}"], ["characterize", "{trace}"], ["solve", "{trace}"], ["sweep", "{trace}"], ["report", "{trace}"],
+    ["generate", "--tasks", "4", "--hosts", "2", "--days", "0.01"], ["import", "bitbrains", "{tmp}"], ["import", "openb", "{tmp}"],
+])
+def test_every_writing_command_checks_its_out_first(tiny_trace, tmp_path, command):
+    (tmp_path / "afile").write_text("x")
+    args = [a.format(trace=tiny_trace, tmp=tmp_path) for a in command]
+    result = run(*args, "--out", str(tmp_path / "afile" / "out"))
+    assert result.exit_code == 2, result.output
+    assert "--out" in result.output and "is a file, not a folder" in result.output

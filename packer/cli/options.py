@@ -8,21 +8,50 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
+import math
 import sys
 from pathlib import Path
 from typing import Callable
 
 import click
+import pyarrow as pa
+import pyarrow.parquet as pq
 from click.core import ParameterSource
 
+from packer.errors import InputError
 from packer.io.constraints import read_constraints
+from packer.io.presets import DEFAULT_PRESETS, load_presets
 from packer.io.resources import SAMPLE_NAME, sample_trace
 from packer.model.build import RuleOptions
+from packer.model.rpf import RP_CAP, RP_FLOOR
 
 
 def default_out(trace: Path, name: str) -> Path:
     """Where a step writes when no --out is given: ``out/<trace name>/<name>`` under the working folder."""
     return Path("out") / Path(trace).resolve().name / name
+
+
+#: Parquet metadata key of profiles.parquet recording how `packer profile` made it (window, skipped rows).
+PROFILING_KEY = b"packer.profiling"
+
+
+def with_profiling(table: pa.Table, window_s: int, skip_invalid_usage: bool) -> pa.Table:
+    """``table`` (profiles) carrying how it was made, so a plan solved on it records what ``packer verify`` must redo."""
+    record = json.dumps({"window_s": window_s, "skip_invalid_usage": skip_invalid_usage}).encode()
+    return table.replace_schema_metadata({**(table.schema.metadata or {}), PROFILING_KEY: record})
+
+
+def recorded_profiling(profiles: Path | None) -> dict:
+    """The ``window_s`` and ``skip_invalid_usage`` a profiles.parquet was made with ({} if unrecorded), as ``api.solve`` keywords."""
+    if profiles is None:
+        return {}
+    try:
+        record = (pq.read_schema(profiles).metadata or {}).get(PROFILING_KEY)
+        values = json.loads(record) if record else {}
+    except (pa.ArrowInvalid, OSError, ValueError) as exc:
+        raise InputError(f"{profiles}: not a readable profiles file: {exc}") from None
+    return {key: values[key] for key in ("window_s", "skip_invalid_usage") if key in values}
 
 
 def progress_bar(label: str, length: int):
@@ -75,6 +104,19 @@ class MaxMoves(click.ParamType):
         return n
 
 
+class PresetName(click.Choice):
+    """A configuration preset of models/presets.toml (Table IV), in any case, with ``_`` or ``-``."""
+
+    def __init__(self):
+        super().__init__(list(load_presets(DEFAULT_PRESETS)), case_sensitive=False)
+
+    def convert(self, value, param, ctx):
+        name = str(value).strip().lower().replace("_", "-").replace(" ", "-")
+        if name not in self.choices:
+            self.fail(f"unknown config '{value}'; known: {', '.join(self.choices)}", param, ctx)
+        return name
+
+
 class ServicePair(click.ParamType):
     """Two service names separated by a comma (``A,B``), as a tuple."""
 
@@ -90,9 +132,9 @@ class ServicePair(click.ParamType):
 
 
 def positive_seconds(ctx, param, value):
-    """Callback of --time-limit: a number of seconds > 0."""
-    if value is not None and value <= 0:
-        raise click.BadParameter(f"must be > 0 seconds, got {value:g}")
+    """Callback of --time-limit: a finite number of seconds > 0 (``inf`` would never stop, ``nan`` would skip the search)."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise click.BadParameter(f"must be > 0 seconds and finite, got {value:g}")
     return value
 
 
@@ -115,11 +157,17 @@ fleet_opt = click.option(
     default=None,
     help="Fleet catalog (TOML). Default: the trace's own fleet.toml, else models/fleet.toml.",
 )
-skip_opt = click.option(
-    "--skip-invalid-usage",
-    is_flag=True,
-    help="Drop invalid usage rows (unknown task, NaN, negative, implausible) instead of failing; the counts are reported.",
-)
+def skip_opt(command):
+    """``--skip-invalid`` (hidden old spelling ``--skip-invalid-usage``): the command receives ``skip_invalid_usage``."""
+
+    @functools.wraps(command)
+    def with_skip(*args, skip_invalid: bool, skip_invalid_usage_old: bool, **kwargs):
+        return command(*args, skip_invalid_usage=skip_invalid or skip_invalid_usage_old, **kwargs)
+
+    with_skip = click.option("--skip-invalid-usage", "skip_invalid_usage_old", is_flag=True, hidden=True)(with_skip)
+    return click.option("--skip-invalid", "skip_invalid", is_flag=True,
+                        help="Drop invalid usage rows (unknown task, NaN, negative, implausible) instead of failing; the counts "
+                             "are reported.")(with_skip)
 
 
 def sensitivity_opts(command):
@@ -149,8 +197,9 @@ _RULE_OPTIONS = (
     click.option("--spread-host", type=click.IntRange(min=1), default=None, help="At most N tasks of one job per host (on hosts that gain tasks)."),
     click.option("--spread-domain", type=click.IntRange(min=1), default=None,
                  help="At most N tasks of one job per failure domain (on domains that gain tasks)."),
-    click.option("--min-rp", type=float, default=None,
-                 help="Guard: every task keeps relative performance >= X (0 = at goal; a task already below X gets no worse)."),
+    click.option("--min-rp", type=click.FloatRange(RP_FLOOR, RP_CAP), default=None,
+                 help=f"Guard: every task keeps relative performance >= X, a number from {RP_FLOOR:g} to {RP_CAP:g} "
+                      "(0 = at goal, 1 = the best; a task already below X gets no worse)."),
     click.option("--max-new-at-risk", type=click.IntRange(min=0), default=None,
                  help="Guard: at most N more tasks at risk of interference (on hosts whose summed sensitivity exceeds 1, "
                       "Eq. 4) than now; 0 frees cost without adding SLO risk. Needs --config p99-sens; engine solver."),

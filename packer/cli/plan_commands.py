@@ -12,22 +12,23 @@ import click
 
 from packer import api, interrupt
 from packer.characterization.characterize import read_profiles
-from packer.cli.options import LazyProgressBar, default_out, fleet_opt, positive_seconds, rule_options, sensitivity_opts, trace_arg
+from packer.cli.options import (LazyProgressBar, PresetName, default_out, fleet_opt, positive_seconds, recorded_profiling, rule_options,
+                                sensitivity_opts, trace_arg)
 from packer.cli.output import echo_plan, echo_stopped, echo_verify, solve_progress
 from packer.io.atomic import refuse_to_overwrite_input
+from packer.io.output_check import check_output_writable
 from packer.io.presets import get_preset
 from packer.io.trace import read_trace
 from packer.model.build import GOALS, GoalWeights, RuleOptions
 from packer.solvers.run import SOLVERS
 
 
-@click.command()
+@click.command(short_help="Compute a placement plan within a move budget.")
 @trace_arg
 @click.option("--goal", type=click.Choice(GOALS), default="tco", show_default=True,
               help="Primary goal: summed cost of occupied hosts (tco), their number (hosts), or fair: raise the lowest "
                    "relative performance, then the next (leximin, Carrera et al.), with the fewest moves.")
-@click.option("--config", "config", default="p99", show_default=True,
-              help="Configuration preset (Table IV): baseline, p99-cpu, p99-mem, p99, p99-sens.")
+@click.option("--config", "config", type=PresetName(), default="p99", show_default=True, help="Configuration preset (Table IV).")
 @rule_options
 @click.option("--time-limit", type=float, default=60.0, show_default=True, callback=positive_seconds, help="Seconds; the best plan found by then is returned.")
 @click.option("--seed", type=int, default=0, show_default=True,
@@ -38,13 +39,14 @@ from packer.solvers.run import SOLVERS
                    "rather than wall-clock time, so --seed reproduces the plan byte for byte. The run may take longer or "
                    "shorter than the limit in wall-clock time (at most 5x it; a run cut there is marked not reproducible).")
 @click.option("--solver", type=click.Choice(SOLVERS), default="auto", show_default=True,
-              help="auto: the exact MILP (CBC) up to 200 tasks, the scalable engine above; cpsat/cbc/highs: exact model of the whole instance; "
+              help="auto: up to 200 tasks the engine, then the exact MILP (HiGHS) started from its plan, keeping the better; the engine "
+                   "above; engine: the scalable engine; cpsat/cbc/highs: exact model of the whole instance (cbc up to 30,000 task-host pairs); "
                    "baseline-*: a comparison policy (random, least-loaded, first-fit decreasing, Paragon greedy, Tarcil sampling) under the same move budget.")
 @click.option("--sensitivity-weight", type=click.FloatRange(min=0), default=GoalWeights().sensitivity, show_default=True,
-              help="Weight of summed sensitivity excess over 1 (Eq. 4) against cost units: the TCO-vs-SLO knob (p99-sens).")
+              help="Cost units per unit of summed sensitivity excess over 1 (Eq. 4): the TCO-vs-SLO knob (p99-sens).")
 @click.option("--fragmentation-weight", type=click.FloatRange(min=0), default=GoalWeights().fragmentation, show_default=True,
-              help="Weight of fragmentation (Eq. 2), per host's worth of unused cpu and memory.")
-@click.option("--move-weight", type=click.FloatRange(min=0), default=GoalWeights().moves, show_default=True, help="Cost of one move (the last tie-break).")
+              help="Cost units per host's worth of unused cpu and memory (fragmentation, Eq. 2).")
+@click.option("--move-weight", type=click.FloatRange(min=0), default=GoalWeights().moves, show_default=True, help="Cost units per moved task (the last tie-break).")
 @click.option("--profiles", "profiles_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Reuse a profiles.parquet from `packer profile` (p99, 60 s windows). Default: profile the trace now.")
 @click.option("--sensitivity", "sensitivity_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
@@ -76,6 +78,7 @@ def solve(trace: Path, goal: str, config: str, rules: RuleOptions, time_limit: f
     preset = get_preset(config)
     out = out or default_out(trace, f"plan-{preset.name}")
     refuse_to_overwrite_input(out, trace)
+    check_output_writable(out)
     started = time.perf_counter()
     written = None
     with interrupt.handle_signals():
@@ -91,7 +94,8 @@ def solve(trace: Path, goal: str, config: str, rules: RuleOptions, time_limit: f
                     t, config=preset.name, goal=goal, solver=solver, time_limit=time_limit, seed=seed, deterministic=deterministic,
                     weights=GoalWeights(fragmentation=fragmentation_weight, sensitivity=sensitivity_weight, moves=move_weight),
                     **dataclasses.asdict(rules), profiles=profiles, sensitivity=sensitivity_path, sensitivity_basis=sensitivity_basis,
-                    class_scores=class_scores, classes_from=classes_from, fleet=fleet, on_profile=on_profile, on_progress=on_progress)
+                    class_scores=class_scores, classes_from=classes_from, fleet=fleet, on_profile=on_profile, on_progress=on_progress,
+                    **recorded_profiling(profiles_path))
             written = plan = plan.write(out)
             echo_plan(plan, time.perf_counter() - started)
         except KeyboardInterrupt:  # a stop request before there was a plan (packer.interrupt)
@@ -113,7 +117,7 @@ def _exit_now(code: int) -> None:
     os._exit(code)
 
 
-@click.command()
+@click.command(short_help="Check a plan folder against its trace.")
 @trace_arg
 @click.argument("plan", type=click.Path(exists=True, file_okay=False, path_type=Path))
 def verify(trace: Path, plan: Path) -> None:

@@ -13,12 +13,13 @@ from packer.characterization.characterize import characterize as run_characteriz
 from packer.characterization.characterize import read_profiles, write_characterization
 from packer.characterization.classes import read_reference_classes
 from packer.characterization.profile import profile_tasks, summarize_profiles
-from packer.characterization.sensitivity import DEFAULT_SENSITIVITY
-from packer.cli.options import default_out, fleet_opt, progress_bar, sensitivity_opts, skip_opt, trace_arg
+from packer.characterization.sensitivity import DEFAULT_SENSITIVITY, load_sensitivity
+from packer.cli.options import default_out, fleet_opt, progress_bar, sensitivity_opts, skip_opt, trace_arg, with_profiling
 from packer.cli.output import echo_characterization, echo_generated, echo_import, echo_profiles, echo_skipped_usage
 from packer.io.atomic import atomic_file, refuse_to_overwrite_input
 from packer.io.generate import check_arguments, generate_trace, sample_count
 from packer.io.importers import import_bitbrains, import_openb
+from packer.io.output_check import check_output_writable
 from packer.io.trace import read_trace
 from packer.io.usage import scan_usage
 
@@ -38,7 +39,7 @@ def validate(trace: Path, fleet: Path | None, scan_usage_rows: bool) -> None:
     click.echo(f"{trace}: valid: {len(t.hosts):,} hosts, {len(t.tasks):,} tasks, {rows:,} usage rows checked; dimensions {', '.join(t.dims)}")
 
 
-@click.command()
+@click.command(short_help="Per-task usage profiles (p99 of 60 s means, mean, max).")
 @trace_arg
 @fleet_opt
 @click.option("-p", "--percentile", "percentiles", type=click.FloatRange(0, 100), multiple=True, default=[99.0], show_default=True,
@@ -56,17 +57,18 @@ def profile(trace: Path, fleet: Path | None, percentiles: tuple[float, ...], win
     """
     out = out or default_out(trace, "profiles.parquet")
     refuse_to_overwrite_input(out, trace)
+    check_output_writable(out, folder=False)
     t = read_trace(trace, fleet)
     start = time.perf_counter()
     with progress_bar("profiling usage", t.usage_dataset().count_rows()) as bar:
         result = profile_tasks(t, percentiles, window_s, skip_invalid=skip_invalid_usage, progress=bar.update)
     with atomic_file(out) as tmp:
-        pq.write_table(pa.Table.from_pandas(result.profiles, preserve_index=False), tmp)
+        pq.write_table(with_profiling(pa.Table.from_pandas(result.profiles, preserve_index=False), window_s, skip_invalid_usage), tmp)
     echo_skipped_usage(result.skipped)
     echo_profiles(result, len(t.tasks), out, window_s, time.perf_counter() - start, summarize_profiles(result))
 
 
-@click.command()
+@click.command(short_help="Workload classes, sensitivity and eligibility per task.")
 @trace_arg
 @click.option("--profiles", "profiles_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="profiles.parquet from `packer profile`. Default: out/<trace>/profiles.parquet if it exists, else profile the trace now.")
@@ -90,7 +92,11 @@ def characterize(trace: Path, profiles_path: Path | None, k: int | None, kmax: i
     """
     out = out or default_out(trace, "characterization")
     refuse_to_overwrite_input(out, trace)
+    check_output_writable(out)
     t = read_trace(trace, fleet)
+    # The tables characterization needs, checked before the (long) profiling.
+    load_sensitivity(sensitivity_path or DEFAULT_SENSITIVITY, t.fleet, services=t.tasks["service"].dropna().unique(), allow_missing=infer)
+    reference = read_reference_classes(classes_from) if classes_from else None
     start = time.perf_counter()
     saved = default_out(trace, "profiles.parquet")
     if profiles_path is None and saved.exists():
@@ -101,7 +107,6 @@ def characterize(trace: Path, profiles_path: Path | None, k: int | None, kmax: i
     else:
         with progress_bar("profiling usage", t.usage_dataset().count_rows()) as bar:
             profiles = profile_tasks(t, progress=bar.update).profiles
-    reference = read_reference_classes(classes_from) if classes_from else None
     result = run_characterize(t, profiles, k=k, kmax=kmax, seed=seed, sensitivity=sensitivity_path or DEFAULT_SENSITIVITY,
                               profiles_source=str(profiles_path or "profiled now"), infer=infer, aggregate=class_scores,
                               basis=sensitivity_basis, reference=reference)
@@ -109,7 +114,7 @@ def characterize(trace: Path, profiles_path: Path | None, k: int | None, kmax: i
     echo_characterization(result, out, time.perf_counter() - start)
 
 
-@click.command()
+@click.command(short_help="Write a synthetic trace shaped like the paper's pool.")
 @click.option("--tasks", type=int, default=37_000, show_default=True, help="Number of tasks.")
 @click.option("--hosts", type=int, default=18_000, show_default=True, help="Number of hosts (Table I architectures, mixed as in packer.io.generate.ARCH_MIX).")
 @click.option("--days", type=float, default=7.0, show_default=True, help="Days of usage samples.")
@@ -127,22 +132,24 @@ def generate(tasks: int, hosts: int, days: float, interval: int, seed: int, flee
     behavioural classes, diurnal cycles, noise and spikes (see packer/io/generate.py).
     """
     check_arguments(tasks, hosts, days, interval)
+    check_output_writable(out)
     with progress_bar("generating usage", tasks * sample_count(days, interval)) as bar:
         summary = generate_trace(out, tasks, hosts, days, interval, seed, fleet, progress=bar.update)
     echo_generated(summary)
 
 
-@click.group("import")
+@click.group("import", short_help="Convert a public trace (Bitbrains, openb) into a trace.")
 def import_group() -> None:
     """Convert a public trace into a native trace folder (see `packer import COMMAND --help`)."""
 
 
 _import_out = click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Output trace folder (written atomically).")
-_import_skip = click.option("--skip-invalid", is_flag=True, help="Drop invalid input rows (NaN, negative, ...) instead of failing; the counts are reported.")
+_import_skip = click.option("--skip-invalid", is_flag=True,
+                            help="Drop invalid input rows (NaN, negative and the like) instead of failing; the counts are reported.")
 _import_drop = click.option("--drop-unfit", is_flag=True, help="Leave out tasks that get no host in the initial placement instead of failing; they are reported.")
 
 
-@import_group.command("bitbrains")
+@import_group.command("bitbrains", short_help="Import a Bitbrains GWA-T-12 folder (a CSV per VM).")
 @click.argument("src", type=click.Path(path_type=Path))
 @_import_out
 @click.option("--fleet", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Fleet catalog to build hosts from. Default: models/fleet.toml.")
@@ -161,6 +168,7 @@ def import_bitbrains_cmd(src: Path, out: Path, fleet: Path | None, archs: tuple[
     5-minute CPU (cores), memory (GiB) and network (Gbps) usage; hosts are built
     from the catalog and VMs placed on them by first-fit decreasing.
     """
+    check_output_writable(out)
     start = time.perf_counter()
     with contextlib.ExitStack() as stack:
         bars: dict = {}
@@ -176,7 +184,7 @@ def import_bitbrains_cmd(src: Path, out: Path, fleet: Path | None, archs: tuple[
     echo_import(summary, "VM files", time.perf_counter() - start)
 
 
-@import_group.command("openb")
+@import_group.command("openb", short_help="Import the Alibaba openb GPU cluster (requests only).")
 @click.argument("src", type=click.Path(path_type=Path))
 @_import_out
 @click.option("--pods", default="default", show_default=True, help="Pod list: 'default', 'gpuspec33' (files in SRC) or a CSV path.")
@@ -193,6 +201,7 @@ def import_openb_cmd(src: Path, out: Path, pods: str, phases: tuple[str, ...], g
     mem and (fractional) gpu requests and allowed_archs from gpu_spec; pods are
     placed on nodes by first-fit decreasing.
     """
+    check_output_writable(out)
     start = time.perf_counter()
     summary = import_openb(src, out, pods=pods, phases=None if "all" in phases else phases, gpu_cost=gpu_cost, net_capacity=net_capacity,
                            skip_invalid=skip_invalid, drop_unfit=drop_unfit)

@@ -15,7 +15,6 @@ kept.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 from packer.errors import InputError, Problem
 from packer.io.toml_file import read_toml
 from packer.model.build import RuleOptions, service_pairs
+from packer.model.rpf import RP_CAP, RP_FLOOR
 
 _COUNTS = ("spread_host", "spread_domain", "max_new_at_risk")
 
@@ -54,10 +54,10 @@ def read_constraints(path: str | Path, base: RuleOptions = RuleOptions()) -> Rul
                 problems.append(Problem(name, key, f"expected a whole number >= {least}, got {value!r}", 0))
     if "min_rp" in doc:
         value = doc["min_rp"]
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and RP_FLOOR <= value <= RP_CAP:
             values["min_rp"] = float(value)
         else:
-            problems.append(Problem(name, "min_rp", f"expected a finite number, got {value!r}", 0))
+            problems.append(Problem(name, "min_rp", f"expected a number from {RP_FLOOR:g} to {RP_CAP:g} (0 = at goal), got {value!r}", 0))
     if "anti_affinity" in doc:
         try:
             values["anti_affinity"] = base.anti_affinity + service_pairs(doc["anti_affinity"])

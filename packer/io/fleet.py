@@ -10,6 +10,7 @@ dimension. ``score`` is the architecture's throughput score; string keys (such a
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,11 @@ DEFAULT_FLEET = MODELS_DIR / "fleet.toml"
 #: Keys of an ``[arch.*]`` table that are not resource capacities.
 _ATTRIBUTES = {"type", "cost", "score"}
 _REQUIRED = ("type", "cores", "mem", "score")
+#: Keys that must be numbers: (least value, what the number is).
+_NUMBERS = {"score": (0.0, "throughput score"), "cores": (0.0, "cores"), "mem": (0.0, "GiB"), "net": (0.0, "Gbps"),
+            "membw": (0.0, "Gbps"), "gpu": (0.0, "GPUs")}
+#: Keys that must be > 0 (a host without cores or throughput runs nothing).
+_POSITIVE = {"score", "cores"}
 
 
 @dataclass(frozen=True)
@@ -55,7 +61,7 @@ class Fleet:
 
 
 def load_fleet(path: str | Path = DEFAULT_FLEET) -> Fleet:
-    """Read a fleet catalog (TOML). Raises :class:`InputError` naming the file and key on bad input."""
+    """Read a fleet catalog (TOML) and check every value; problems raise one :class:`InputError` naming the file and keys."""
     path = Path(path)
     name = str(path)
     doc = read_toml(path, "fleet catalog")
@@ -63,36 +69,21 @@ def load_fleet(path: str | Path = DEFAULT_FLEET) -> Fleet:
     types = doc.get("types", {})
     archs = doc.get("arch", {})
     problems: list[Problem] = []
-    if not archs:
+    if not isinstance(types, dict) or not all(isinstance(spec, dict) for spec in types.values()):
+        problems.append(Problem(name, "types", "expected [types.NAME] tables", 0))
+        types = {}
+    if not isinstance(archs, dict) or not all(isinstance(spec, dict) for spec in archs.values()):
+        problems.append(Problem(name, "arch", "expected [arch.NAME] tables", 0))
+        archs = {}
+    elif not archs:
         problems.append(Problem(name, "arch", "the catalog defines no [arch.*] tables", 0))
     rows = []
     for arch, spec in archs.items():
-        missing = [k for k in _REQUIRED if k not in spec]
-        if missing:
-            problems.append(Problem(name, f"arch.{arch}", f"missing {', '.join(missing)}", 0))
-            continue
-        utype = str(spec["type"])
-        cost = spec.get("cost", types.get(utype, {}).get("cost"))
-        if cost is None:
-            problems.append(Problem(name, f"arch.{arch}", f"type '{utype}' has no cost in [types.{utype}] and the architecture sets none", 0))
-            continue
-        row = {"arch": arch, "type": utype, "cost": float(cost)}
-        for key, value in spec.items():
-            if key in _ATTRIBUTES:
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-                problems.append(Problem(name, f"arch.{arch}.{key}", f"unsupported value {value!r}", 0))
-                continue
-            if isinstance(value, str):
-                row[key] = value
-            elif value < 0:
-                problems.append(Problem(name, f"arch.{arch}.{key}", f"capacity must be >= 0, got {value}", 0))
-            else:
-                row[key] = float(value)
-        row["score"] = float(spec["score"])
-        if row["score"] <= 0 or row.get("cores", 0) <= 0 or row["cost"] < 0:
-            problems.append(Problem(name, f"arch.{arch}", "score and cores must be > 0 and cost >= 0", 0))
-        rows.append(row)
+        row, arch_problems = _arch_row(name, arch, spec, types)
+        problems += arch_problems
+        if not arch_problems:
+            rows.append(row)
+    problems += _mixed_kinds(name, rows)
     if problems:
         raise InputError(problems)
 
@@ -100,3 +91,47 @@ def load_fleet(path: str | Path = DEFAULT_FLEET) -> Fleet:
     table["cpu"] = table["cores"]
     numeric = [c for c in table.columns if c not in _ATTRIBUTES | {"cores", "cpu"} and pd.api.types.is_float_dtype(table[c])]
     return Fleet(archs=table, dims=("cpu", *numeric), source=name)
+
+
+def _number(value) -> bool:
+    """A finite TOML number (TOML allows nan and inf; a bool is not a number here)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _arch_row(file: str, arch: str, spec: dict, types: dict) -> tuple[dict, list[Problem]]:
+    """One ``[arch.NAME]`` table as a row of :attr:`Fleet.archs`, and its problems."""
+    missing = [k for k in _REQUIRED if k not in spec]
+    if missing:
+        return {}, [Problem(file, f"arch.{arch}", f"missing {', '.join(missing)}", 0)]
+    problems = []
+    utype = str(spec["type"])
+    cost = spec.get("cost", types.get(utype, {}).get("cost"))
+    where = f"arch.{arch}.cost" if "cost" in spec else f"types.{utype}.cost"
+    if cost is None:
+        problems.append(Problem(file, f"arch.{arch}", f"type '{utype}' has no cost in [types.{utype}] and the architecture sets none", 0))
+    elif not (_number(cost) and cost >= 0):
+        problems.append(Problem(file, where, f"expected a finite number of cost units >= 0, got {cost!r}", 0))
+    row = {"arch": arch, "type": utype, "cost": float(cost) if not problems else None}
+    for key, value in spec.items():
+        if key in ("type", "cost"):
+            continue
+        if key in _NUMBERS or not isinstance(value, str):
+            least, unit = _NUMBERS.get(key, (0.0, "capacity"))
+            if not (_number(value) and value >= least and (value > 0 or key not in _POSITIVE)):
+                bound = "> 0" if key in _POSITIVE else f">= {least:g}"
+                problems.append(Problem(file, f"arch.{arch}.{key}", f"expected a finite number ({unit}) {bound}, got {value!r}", 0))
+                continue
+            row[key] = float(value)
+        else:
+            row[key] = value
+    return row, problems
+
+
+def _mixed_kinds(file: str, rows: list[dict]) -> list[Problem]:
+    """A key that is a number on some architectures and text on others is neither a capacity nor an attribute."""
+    kinds: dict[str, set[type]] = {}
+    for row in rows:
+        for key, value in row.items():
+            kinds.setdefault(key, set()).add(str if isinstance(value, str) else float)
+    return [Problem(file, f"arch.*.{key}", "a number on some architectures and text on others; use one kind", 0)
+            for key, seen in kinds.items() if len(seen) > 1]

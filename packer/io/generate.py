@@ -640,11 +640,11 @@ def hosts_needed(jobs: pd.DataFrame, fleet: Fleet, seed: int = 0, at_least: int 
 
 
 def check_arguments(tasks: int, hosts: int, days: float, interval: int) -> None:
-    """Raise :class:`InputError` unless tasks, hosts, days and interval (seconds) are > 0 and interval <= days."""
+    """Raise :class:`InputError` unless tasks, hosts, days and interval (seconds) are finite, > 0 and interval <= days."""
     problems = [
-        Problem(f"--{name}", "", f"must be > 0, got {value}", 0)
+        Problem(f"--{name}", "", f"must be > 0, got {value}" if not value > 0 else f"must be finite, got {value}", 0)
         for name, value in (("tasks", tasks), ("hosts", hosts), ("days", days), ("interval", interval))
-        if not value > 0
+        if not (value > 0 and math.isfinite(value))
     ]
     if not problems and interval > days * 86_400:
         problems.append(Problem("--interval", "", f"{interval} s is longer than --days {days:g} ({days * 86_400:g} s)", 0))

@@ -121,6 +121,39 @@ def check_usage_schema(dataset: ds.Dataset, file: str) -> list[Problem]:
     return problems
 
 
+def check_usage_parts(dataset: ds.Dataset) -> list[Problem]:
+    """Every file of the usage dataset is readable Parquet whose columns match the dataset's (footers only: cheap).
+
+    A dataset takes its schema from one file, so a corrupt or different part would
+    otherwise surface only in the middle of a scan.
+    """
+    problems = []
+    for part in dataset.files:
+        unreadable = _unreadable(part)
+        if unreadable:
+            problems += unreadable
+            continue
+        schema = pq.read_schema(part)
+        for field in dataset.schema:
+            if field.name not in schema.names:
+                problems.append(Problem(part, field.name, "column missing from this part of the usage dataset", 0))
+                continue
+            typ = schema.field(field.name).type
+            numeric = all(pa.types.is_integer(t) or pa.types.is_floating(t) for t in (typ, field.type))
+            if typ != field.type and not numeric and not (pa.types.is_dictionary(typ) or pa.types.is_dictionary(field.type)):
+                problems.append(Problem(part, field.name, f"type {typ} differs from the other parts' {field.type}", 0))
+    return problems
+
+
+def _unreadable(part: str) -> list[Problem]:
+    """A one-element list naming ``part`` when its Parquet footer cannot be read, else ``[]``."""
+    try:
+        pq.read_schema(part)
+    except (pa.ArrowInvalid, OSError) as exc:
+        return [Problem(part, "", f"not a readable Parquet file: {exc}", 0)]
+    return []
+
+
 def usage_dims(dataset: ds.Dataset) -> list[str]:
     """Resource dimensions present in a usage dataset (every column but ``task_id`` and ``ts``)."""
     return [n for n in dataset.schema.names if n not in ("task_id", "ts")]
@@ -151,8 +184,11 @@ def read_trace(path: str | Path, fleet: Fleet | str | Path | None = None) -> Tra
         try:
             dataset = ds.dataset(usage_path, format="parquet")
         except (pa.ArrowInvalid, OSError) as exc:
-            raise InputError([Problem(str(usage_file), "", f"not a readable Parquet file or dataset: {exc}", 0)]) from None
-        problems += check_usage_schema(dataset, str(usage_file))
+            # Discovery reads one part's footer; name the broken part when it is one of a folder's.
+            parts = sorted(str(f) for f in usage_path.rglob("*") if f.is_file() and not f.name.startswith((".", "_"))) if usage_path.is_dir() else []
+            broken = [problem for part in parts for problem in _unreadable(part)]
+            raise InputError(broken or [Problem(str(usage_file), "", f"not a readable Parquet file or dataset: {exc}", 0)]) from None
+        problems += check_usage_parts(dataset) or check_usage_schema(dataset, str(usage_file))
     if problems:
         raise InputError(problems)
 

@@ -34,9 +34,12 @@ import pyarrow.parquet as pq
 
 from packer.errors import MAX_ROWS_SHOWN, InputError, Problem
 from packer.io.trace import Trace, usage_dims
-from packer.io.validate import PLAUSIBLE_MAX, UNITS
+from packer.io.validate import PLAUSIBLE_MAX, UNITS, plain
 
 DEFAULT_MAX_ROWS = 4_000_000
+#: How to go on despite invalid usage rows (the last line of the error).
+SKIP_HINT = ("to drop invalid usage rows instead (they are counted): packer profile TRACE --skip-invalid, "
+             "then packer solve TRACE --profiles PROFILES")
 
 
 @dataclass
@@ -203,8 +206,8 @@ def _read(read: _Read, dims: list[str], task_index: pa.Array, log: ProblemLog, s
             ids_text = table["task_id"].take(pa.array(idx)).cast(pa.string()).to_pylist()
             out = []
             for j, i in enumerate(idx):
-                extra = "".join(f", {c}={values[c][i]!r}" for c in cols)
-                out.append(f"row {rows[i]} (task_id={ids_text[j]!r}{extra})")
+                extra = "".join(f", {c}={plain(values[c][i])!r}" for c in cols)
+                out.append(f"row {int(rows[i])} (task_id={ids_text[j]!r}{extra})")
             return out
         return rows_text
 
@@ -272,4 +275,4 @@ def scan_usage(
             if skip_invalid or not log.total:
                 yield chunk  # once a row is invalid, scan on only to count every problem
     if log.total and not skip_invalid:
-        raise InputError(log.problems)
+        raise InputError([*log.problems, Problem("", "", SKIP_HINT, 0)])

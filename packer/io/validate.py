@@ -44,9 +44,14 @@ def describe_rows(df: pd.DataFrame, mask: np.ndarray, columns: Sequence[str], of
     shown = [c for c in dict.fromkeys(columns) if c in df.columns]
     out = []
     for i in idx:
-        values = ", ".join(f"{c}={df[c].iloc[i]!r}" for c in shown)
+        values = ", ".join(f"{c}={plain(df[c].iloc[i])!r}" for c in shown)
         out.append(f"row {offset + int(i)} ({values})")
     return tuple(out)
+
+
+def plain(value):
+    """A NumPy scalar as the Python number it holds, so messages show ``1.0``, not ``np.float64(1.0)``."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def problem_if(file: str, column: str, message: str, df: pd.DataFrame, mask, show: Sequence[str], offset: int = 0) -> list[Problem]:
@@ -148,6 +153,7 @@ def check_tasks(tasks: pd.DataFrame, hosts: pd.DataFrame, fleet: Fleet, file: st
     unknown = ~tasks["host_id"].isin(hosts["host_id"]).to_numpy()
     problems += problem_if(file, "host_id", "task placed on a host that hosts.parquet does not list", tasks, unknown, ["task_id", "host_id"])
     problems += check_amounts(file, tasks, request_columns(tasks), "task_id")
+    problems += check_capacities(file, tasks, fleet)
     if "movable" in tasks.columns:
         problems += problem_if(file, "movable", "missing value (use true or false)", tasks, tasks["movable"].isna().to_numpy(), ["task_id", "movable"])
     if "allowed_archs" in tasks.columns:
@@ -157,6 +163,19 @@ def check_tasks(tasks: pd.DataFrame, hosts: pd.DataFrame, fleet: Fleet, file: st
             bad = tasks["allowed_archs"].fillna("").str.split("|").map(lambda names: bool(set(n.strip() for n in names) & bad_names))
             problems += problem_if(file, "allowed_archs", f"names architectures missing from the fleet catalog: {', '.join(sorted(bad_names))}", tasks, bad.to_numpy(), ["task_id", "allowed_archs"])
     problems += check_goals(file, tasks)
+    return problems
+
+
+def check_capacities(file: str, tasks: pd.DataFrame, fleet: Fleet) -> list[Problem]:
+    """Every dimension the tasks request has a capacity in the fleet catalog (else no task requesting it could be placed)."""
+    problems = []
+    for col in request_columns(tasks):
+        dim = col.removesuffix("_request")
+        if dim in fleet.dims:
+            continue
+        values = pd.to_numeric(tasks[col], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+        problems += problem_if(file, col, f"the fleet has no {dim} capacity: no architecture of {fleet.source} sets a number '{dim}' "
+                                          f"(add it to the catalog, or drop the column)", tasks, values > 0, ["task_id", col])
     return problems
 
 

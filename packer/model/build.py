@@ -26,7 +26,7 @@ from packer.io.fleet import Fleet
 from packer.io.presets import Preset
 from packer.io.trace import TASKS_FILE, Trace
 from packer.model.problem import PlacementProblem
-from packer.model.rpf import task_goals
+from packer.model.rpf import RP_CAP, RP_FLOOR, task_goals
 from packer.rules.anti_affinity import AntiAffinity
 from packer.rules.at_risk import MaxNewAtRisk
 from packer.rules.budget import MoveBudget
@@ -97,8 +97,11 @@ def service_pairs(value) -> tuple[tuple[str, str], ...]:
     return tuple((a, b) for a, b in pairs)
 
 
-def check_options(goal: str, weights: GoalWeights, options: RuleOptions) -> None:
-    """Raise :class:`InputError` for options no problem can have (the CLI's flags name them)."""
+def check_options(goal: str, weights: GoalWeights, options: RuleOptions, preset: Preset | None = None) -> None:
+    """Raise :class:`InputError` for options no problem can have, or not under ``preset`` (the CLI's flags name them).
+
+    Cheap: callers run it before profiling, so a wrong flag fails before the work.
+    """
     problems = []
     if goal not in GOALS:
         problems.append(f"unknown goal '{goal}'; known: {', '.join(GOALS)}")
@@ -111,12 +114,17 @@ def check_options(goal: str, weights: GoalWeights, options: RuleOptions) -> None
     for name, value in (("spread per host", options.spread_host), ("spread per domain", options.spread_domain)):
         if value is not None and value < 1:
             problems.append(f"{name} must be at least 1, got {value}")
-    if options.min_rp is not None and not math.isfinite(options.min_rp):
-        problems.append(f"--min-rp must be a finite number, got {options.min_rp}")
+    if options.min_rp is not None and not RP_FLOOR <= options.min_rp <= RP_CAP:
+        # Relative performance lies in [RP_FLOOR, RP_CAP]: a guard outside it means nothing (or nothing reachable).
+        problems.append(f"--min-rp must be a number from {RP_FLOOR:g} to {RP_CAP:g} (0 = at goal), got {options.min_rp}")
     if options.max_new_at_risk is not None and options.max_new_at_risk < 0:
         problems.append(f"--max-new-at-risk must be >= 0, got {options.max_new_at_risk}")
     if options.max_new_at_risk is not None and goal == "fair":
         problems.append("--max-new-at-risk guards the tco and hosts goals; --goal fair raises the lowest relative performance instead")
+    if options.max_new_at_risk is not None and preset is not None and not preset.sensitivity:
+        # A guard on tasks at risk of interference means nothing without sensitivity: say so rather than ignore it.
+        problems.append(f"--max-new-at-risk counts tasks at risk of interference, which needs a configuration with "
+                        f"sensitivity (--config p99-sens); '{preset.name}' has none")
     if problems:
         raise InputError("; ".join(problems))
 
@@ -172,7 +180,8 @@ def task_limits(trace: Trace, preset: Preset, profiles: pd.DataFrame | None) -> 
             continue
         col = percentile_column(dim, float(limit[1:]))
         if profiles is None or col not in profiles.columns:
-            have = "no profiles" if profiles is None else f"profiles with {', '.join(c for c in profiles.columns if c.startswith(dim + '_p'))}"
+            have = [c for c in profiles.columns if c.startswith(dim + "_p")] if profiles is not None else []
+            have = "no profiles" if profiles is None else f"profiles with {', '.join(have)}" if have else f"profiles without any {dim}_p* column"
             raise InputError(f"config '{preset.name}' needs {col} for dimension '{dim}' but got {have}; profile with --percentile {limit[1:]}")
         aligned = profiles.set_index("task_id")[col].reindex(trace.tasks["task_id"]).to_numpy(dtype=float)
         out[dim] = np.where(np.isnan(aligned), request, aligned)
@@ -203,11 +212,7 @@ def build_problem(
     ``task_class`` (T,): workload class labels for the per-class reports.
     """
     check_basis(sensitivity_basis)
-    check_options(goal, weights, rules)
-    if rules.max_new_at_risk is not None and not preset.sensitivity:
-        # A guard on tasks at risk of interference means nothing without sensitivity: say so rather than ignore it.
-        raise InputError(f"--max-new-at-risk counts tasks at risk of interference, which needs a configuration with "
-                         f"sensitivity (--config p99-sens); '{preset.name}' has none")
+    check_options(goal, weights, rules, preset)
     fleet: Fleet = trace.fleet
     tasks, hosts = trace.tasks, trace.hosts
     arch_names = fleet.archs.index.to_numpy(dtype=str)

@@ -37,7 +37,9 @@ Conversions (KB is taken as KiB = 1024 bytes throughout, so memory and network a
 Invalid rows (missing or non-numeric value, negative value, CPU cores and
 provisioned MHz disagreeing about whether the VM has CPU, CPU used without CPU
 provisioned) fail the import with an :class:`InputError` naming file, column,
-count and first rows; with ``skip_invalid`` they are dropped and counted instead.
+count and first lines (counted from 1 with the header as line 1, as an editor shows
+them), every file's problems at once; with ``skip_invalid`` they are dropped and
+counted instead, and a VM left without a valid row is left out.
 
 Hosts: the trace has none, so the importer builds a fleet from a catalog (default
 ``models/fleet.toml``; architectures ``archs``, default all of the catalog) and an
@@ -73,12 +75,11 @@ import pandas as pd
 import pyarrow as pa
 
 from packer.io.atomic import refuse_to_overwrite_input
-from packer.errors import InfeasibleError, InputError, Problem
+from packer.errors import MAX_ROWS_SHOWN, InfeasibleError, InputError, Problem
 from packer.io.fleet import DEFAULT_FLEET, Fleet, load_fleet
 from packer.io.importers.initial_placement import first_fit_decreasing
 from packer.io.importers.summary import ImportSummary
 from packer.io.trace import write_trace
-from packer.io.validate import problem_if
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,9 @@ USAGE_SCHEMA = pa.schema(
     [("task_id", pa.string()), ("ts", pa.timestamp("s", tz="UTC")), ("cpu", pa.float64()), ("mem", pa.float64()), ("net", pa.float64())]
 )
 
+#: Problems listed by a failed import (the rest are counted): the first ones show what to fix.
+MAX_PROBLEMS_SHOWN = 20
+
 #: progress(stage, files done, files total)
 Progress = Callable[[str, int, int], None]
 
@@ -120,14 +124,36 @@ class _VmSamples:
     merged: int
 
 
+def _rows_text(raw: pd.DataFrame, mask: np.ndarray, columns: Sequence[str]) -> tuple[str, ...]:
+    """The first flagged rows as the file shows them: ``"line 3 (Timestamp [ms]=1372630104, CPU cores=nan)"``.
+
+    Lines count from 1 with the header as line 1, as an editor shows the file.
+    """
+    def text(value) -> str:
+        return "(empty)" if pd.isna(value) or value == "" else str(value)
+
+    idx = np.flatnonzero(mask)[:MAX_ROWS_SHOWN]
+    return tuple(f"line {i + 2} (" + ", ".join(f"{c}={text(raw[c].iloc[i])}" for c in dict.fromkeys(columns)) + ")" for i in idx)
+
+
+def _problem_if(file: str, column: str, message: str, raw: pd.DataFrame, mask: np.ndarray, show: Sequence[str]) -> list[Problem]:
+    count = int(mask.sum())
+    return [Problem(file, column, message, count, _rows_text(raw, mask, show))] if count else []
+
+
 def _read_vm(path: Path, skip_invalid: bool) -> tuple[_VmSamples | None, list[Problem]]:
-    """Read, check and convert one VM file. Returns the samples (or ``None``) and the problems that fail the import."""
+    """Read, check and convert one VM file. Returns the samples (or ``None``) and the problems that fail the import.
+
+    With ``skip_invalid``, invalid rows are dropped (listed in ``skipped``); a VM left
+    without samples has empty ``samples`` and is left out of the trace.
+    """
     file = str(path)
     try:
-        raw = pd.read_csv(path, sep=";")
+        raw = pd.read_csv(path, sep=";", dtype=str, keep_default_na=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError) as exc:
         return None, [Problem(file, "", f"not a readable ';'-separated CSV: {exc}", 0)]
     raw.columns = [str(c).strip() for c in raw.columns]
+    raw = raw.apply(lambda column: column.str.strip())
     missing = [c for c in REQUIRED_COLUMNS if c not in raw.columns]
     if missing:
         return None, [Problem(file, ", ".join(missing), f"required column missing (the file has: {', '.join(raw.columns)})", 0)]
@@ -141,20 +167,21 @@ def _read_vm(path: Path, skip_invalid: bool) -> tuple[_VmSamples | None, list[Pr
         values = df[col].to_numpy()
         checks = (("missing or non-numeric value", ~np.isfinite(values)), ("negative value", values < 0))
         for message, mask in checks:
-            row_problems += problem_if(file, col, message, df, mask, [TS, col])
+            row_problems += _problem_if(file, col, message, raw, mask, [TS, col])
             bad |= mask
     cores, capacity, used = (df[c].to_numpy() for c in (CORES, CPU_CAPACITY, CPU_USAGE))
     disagree = (cores == 0) != (capacity == 0)
-    row_problems += problem_if(file, CORES, f"'{CORES}' and '{CPU_CAPACITY}' disagree on whether the VM has CPU (one is 0)", df, disagree, [TS, CORES, CPU_CAPACITY])
+    row_problems += _problem_if(file, CORES, f"'{CORES}' and '{CPU_CAPACITY}' disagree on whether the VM has CPU (one is 0)", raw, disagree, [TS, CORES, CPU_CAPACITY])
     unconvertible = (capacity == 0) & (used > 0)
-    row_problems += problem_if(file, CPU_USAGE, "CPU used without CPU provisioned: MHz cannot be converted to cores", df, unconvertible, [TS, CPU_CAPACITY, CPU_USAGE])
+    row_problems += _problem_if(file, CPU_USAGE, "CPU used without CPU provisioned: MHz cannot be converted to cores", raw, unconvertible, [TS, CPU_CAPACITY, CPU_USAGE])
     bad |= disagree | unconvertible
     if row_problems and not skip_invalid:
         return None, row_problems
 
     df = df[~bad]
     if df.empty:
-        return None, [Problem(file, "", "no valid samples left after skipping invalid rows", 0)]
+        left_out = Problem(file, "", f"no valid samples (all {len(bad)} rows invalid): the VM is left out", 0)
+        return _VmSamples(pd.DataFrame(columns=["ts", *DIMS]), 0.0, 0.0, 0.0, [*row_problems, left_out], int(bad.sum()), 0), []
     cores, capacity, used = (df[c].to_numpy() for c in (CORES, CPU_CAPACITY, CPU_USAGE))
     mhz_per_core = np.divide(capacity, cores, out=np.ones_like(capacity), where=cores > 0)
     samples = pd.DataFrame(
@@ -180,6 +207,17 @@ def _read_vm(path: Path, skip_invalid: bool) -> tuple[_VmSamples | None, list[Pr
         merged=n - len(samples),
     )
     return vm, []
+
+
+def _with_hint(problems: list[Problem], n_files: int) -> list[Problem]:
+    """At most :data:`MAX_PROBLEMS_SHOWN` problems, a count of the rest, and how to import anyway."""
+    files = len({p.file for p in problems})
+    shown = problems[:MAX_PROBLEMS_SHOWN]
+    if len(problems) > len(shown):
+        shown.append(Problem("", "", f"... and {len(problems) - len(shown)} more problems", 0))
+    shown.append(Problem("", "", f"{files} of {n_files} VM files have problems; fix them, or import with --skip-invalid "
+                                 "(skip_invalid=True) to drop the invalid rows and count them", 0))
+    return shown
 
 
 def _vm_files(src: Path) -> list[tuple[str, Path]]:
@@ -296,19 +334,20 @@ def import_bitbrains(
 
     rows, problems, skipped = [], [], []
     skipped_rows = merged = 0
+    empty: set[str] = set()
     for k, (task_id, path) in enumerate(files):
         vm, errors = _read_vm(path, skip_invalid)
         problems += errors
         if vm is not None:
-            rows.append((task_id, vm.cpu_request, vm.mem_request, vm.net_max))
             skipped += vm.skipped
             skipped_rows += vm.skipped_rows
             merged += vm.merged
+            if vm.samples.empty:
+                empty.add(task_id)
+            else:
+                rows.append((task_id, vm.cpu_request, vm.mem_request, vm.net_max))
         if progress is not None:
             progress("checking VM files", k + 1, len(files))
-    if problems:
-        raise InputError(problems)
-
     tasks = pd.DataFrame(rows, columns=["task_id", "cpu_request", "mem_request", "net_max"])
     tasks.insert(1, "job_id", tasks["task_id"])
     if net_request is None:
@@ -321,20 +360,24 @@ def import_bitbrains(
     demand = tasks[[f"{d}_request" for d in DIMS]].to_numpy(dtype=float)
     arch_capacity = np.column_stack([fleet_model.capacity(d).loc[mix].to_numpy() for d in DIMS])
     fits_alone = (demand[:, None, :] <= arch_capacity[None, :, :] + 1e-9).all(axis=2).any(axis=1)
+    largest = ", ".join(f"{d} {arch_capacity[:, j].max():g}" for j, d in enumerate(DIMS))
+    reasons = {
+        t.task_id: f"requests {t.cpu_request:g} cores, {t.mem_request:.1f} GiB, {t.net_request:g} Gbps; no architecture of {', '.join(mix)} in {catalog} has room (largest: {largest})"
+        for t in tasks[~fits_alone].itertuples()
+    }
+    unfit = (f"{len(reasons)} VM(s) fit no host: " + "; ".join(f"{n} {r}" for n, r in list(reasons.items())[:5])
+             + ". Use --drop-unfit to import without them, or a catalog/--arch with an architecture that fits.")
+    if problems:
+        # Every problem at once: a VM too big for the fleet is named now, not after the rows are fixed.
+        also = [Problem("", "", unfit, 0)] if reasons and not drop_unfit else []
+        raise InputError(_with_hint(problems, len(files)) + also)
+    if not rows:
+        raise InputError([Problem(str(src), "", "no VM has a valid sample; nothing to import", 0)])
+
     dropped: dict[str, str] = {}
-    if not fits_alone.all():
-        largest = ", ".join(f"{d} {arch_capacity[:, j].max():g}" for j, d in enumerate(DIMS))
-        reasons = {
-            t.task_id: f"requests {t.cpu_request:g} cores, {t.mem_request:.1f} GiB, {t.net_request:g} Gbps; no architecture of {', '.join(mix)} in {catalog} has room (largest: {largest})"
-            for t in tasks[~fits_alone].itertuples()
-        }
+    if reasons:
         if not drop_unfit:
-            names = list(reasons)
-            raise InfeasibleError(
-                f"{len(names)} VM(s) fit no host: " + "; ".join(f"{n} {r}" for n, r in list(reasons.items())[:5])
-                + ". Use --drop-unfit to import without them, or a catalog/--arch with an architecture that fits.",
-                names,
-            )
+            raise InfeasibleError(unfit, list(reasons))
         dropped = reasons
         tasks = tasks[fits_alone].reset_index(drop=True)
 
@@ -342,7 +385,7 @@ def import_bitbrains(
     tasks.insert(2, "host_id", hosts["host_id"].to_numpy()[host_of])
     tasks["movable"] = True
 
-    kept = [(task_id, path) for task_id, path in files if task_id not in dropped]
+    kept = [(task_id, path) for task_id, path in files if task_id not in dropped and task_id not in empty]
     usage_rows = 0
 
     def usage() -> Iterator[pa.Table]:
