@@ -39,7 +39,7 @@ from packer.plan.context import PlanContext, characterize_from_context, problem_
 from packer.plan.plan import Plan, make_plan, read_plan
 from packer.plan.verify import VerifyReport, verify_plan
 from packer.solvers.engine import Progress
-from packer.solvers.run import SOLVERS, run_solver
+from packer.solvers.run import SOLVERS, check_solver, run_solver
 
 
 def _trace(trace: str | Path | Trace, fleet: str | Path | None = None) -> Trace:
@@ -161,6 +161,7 @@ def solve(trace: str | Path | Trace, *, config: str = "p99", goal: str = "tco", 
     )
     # Before profiling: a wrong option or table fails before the work.
     check_options(goal, weights, context.rules, preset)
+    check_solver(solver, goal, context.rules)
     if preset.sensitivity:
         load_sensitivity(context.sensitivity or DEFAULT_SENSITIVITY, trace.fleet, services=trace.tasks["service"].dropna().unique())
         if context.classes_from:

@@ -321,6 +321,9 @@ def test_bitbrains_problems_plain_by_line_all_at_once(tmp_path):
     (["--move-weight", "inf"], "--move-weight"),
     (["--goal", "fair", "--max-new-at-risk", "0", "--config", "p99-sens"], "--max-new-at-risk"),
     (["--fleet", "{tmp}/fleet.toml"], "arch.Broadwell20.mem"),
+    (["--config", "p99-sens", "--max-new-at-risk", "0", "--solver", "cbc"], "tasks-at-risk guard"),
+    (["--min-rp", "0", "--solver", "baseline-ffd"], "minimum relative performance"),
+    (["--goal", "fair", "--solver", "highs"], "--goal fair"),
 ])
 def test_solve_fails_before_profiling(tiny_trace, tmp_path, monkeypatch, args, needle):
     """Options, tables and catalogs solve can check cheaply are checked before the usage is profiled."""

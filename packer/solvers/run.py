@@ -39,6 +39,7 @@ bound's details go into ``result.stats["bound"]``.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -48,6 +49,7 @@ import numpy as np
 
 from packer import interrupt
 from packer.errors import InputError
+from packer.model.build import RuleOptions, make_rules
 from packer.model.metrics import evaluate, violations
 from packer.model.problem import PlacementProblem
 from packer.solvers.baselines import BASELINES, run_baseline
@@ -70,6 +72,8 @@ AUTO_EXACT_MAX_TASKS = 200
 #: (measured: CBC solved 22k pairs in 10 s, ran 345 s past a 20 s limit at 53k (the sample trace) and 10+
 #: minutes past a 60 s limit at 486k; CP-SAT respected a 60 s limit at 486k pairs with 2.6 GiB).
 EXACT_MAX_PAIRS = {"cpsat": 1_000_000, "cbc": 30_000, "highs": 100_000}
+#: The solvers of the ``fair`` goal.
+FAIR_SOLVERS = ("auto", "engine", "cpsat")
 #: Largest instance the ``fair`` goal solves exactly under ``--solver auto``.
 LEXIMIN_EXACT_MAX_TASKS = 60
 #: Share of the time limit ``auto`` gives the engine before CBC starts from its plan on small instances.
@@ -98,10 +102,29 @@ def check_support(problem: PlacementProblem, strategy: str, solver: str | None =
 
     ``solver``: the name the user chose, for the message (default: the strategy).
     """
+    _refuse_rules(problem.rules, strategy, solver)
+
+
+def _refuse_rules(rules, strategy: str, solver: str | None) -> None:
     reasons = [f"the rule '{rule.name}' is honoured by {_joined([STRATEGY_SOLVERS[s] for s in rule.strategies])}, "
-               f"not by '{solver or strategy}'" for rule in problem.rules if strategy not in rule.strategies]
+               f"not by '{solver or strategy}'" for rule in rules if strategy not in rule.strategies]
     if reasons:
         raise InputError("; ".join(reasons))
+
+
+def check_solver(solver: str, goal: str, options: RuleOptions) -> None:
+    """Raise :class:`InputError` before any work when ``solver`` will refuse ``goal`` or a rule ``options`` asks for.
+
+    What :func:`run_solver` refuses once the problem is built, decided from the options
+    alone, so that ``packer solve`` fails before profiling rather than after it.
+    """
+    if goal == "fair" and solver not in FAIR_SOLVERS:
+        raise InputError(f"--goal fair is solved by the engine and cpsat solvers, not by '{solver}'")
+    if solver == "auto" and goal != "fair":
+        return
+    strategy = "fair" if goal == "fair" else "baselines" if solver in BASELINES else "engine" if solver == "engine" else "exact"
+    # Every strategy honours anti-affinity, the one rule that needs the tasks' services to be built.
+    _refuse_rules(make_rules(dataclasses.replace(options, anti_affinity=())), strategy, solver)
 
 
 def _joined(names: list[str]) -> str:
@@ -326,7 +349,7 @@ def _run_auto_exact(problem: PlacementProblem, time_limit: float, seed: int, pro
 
 def _run_fair(problem: PlacementProblem, solver: str, time_limit: float, seed: int) -> SolveResult:
     """The ``fair`` goal: exact leximin (CP-SAT) on small instances, the scalable greedy on fleets."""
-    if solver not in ("auto", "engine", "cpsat"):
+    if solver not in FAIR_SOLVERS:
         raise InputError(f"--goal fair is solved by the engine and cpsat solvers, not by '{solver}'")
     check_support(problem, "fair", solver)
     stuck = unplaceable_tasks(problem)
