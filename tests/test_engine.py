@@ -15,7 +15,9 @@ from packer.rules.moves import FewerMoves
 from packer.solvers import solve_cpsat
 from packer.solvers.baselines import BASELINES, run_baseline
 from packer.solvers.bounds import freeable_cost_bound, repack_cost_bound
-from packer.solvers.engine import EngineConfig, construct_repack, solve_engine
+from packer.model.state import PlacementState
+from packer.solvers.clock import SearchClock
+from packer.solvers.engine import EngineConfig, _lns, construct_repack, solve_engine
 from packer.errors import InputError
 from packer.solvers.run import check_support, run_solver
 from problems import random_problem, small_problem
@@ -243,3 +245,12 @@ def test_the_engine_splits_the_budget_between_relief_and_emptying(weight, gain, 
     assert len(moved) == 2
     assert int(np.isin(moved, [2, 3, 4, 5, 6]).sum()) == relieved
     assert int((np.bincount(result.assign, minlength=problem.n_hosts)[:4] == 0).sum()) == emptied
+
+
+def test_the_neighbourhood_search_leaves_a_placement_that_breaks_a_rule_to_the_callers_fallback():
+    problem = random_problem(3, 30, 6, max_moves=None)
+    broken = np.zeros(problem.n_tasks, dtype=np.int64)  # every task on host 0: over its capacity
+    assert violations(problem, broken)
+    state = PlacementState(problem, broken)
+    after, _ = _lns(state, EngineConfig(time_limit=10), np.random.default_rng(0), SearchClock(10.0), np.inf, lambda *a: None)
+    assert after is state and (after.assign == broken).all()

@@ -484,6 +484,10 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
     """Large-neighbourhood search with the exact CP-SAT sub-solver around the current frontier."""
     p = state.p
     best = evaluate(p, state.assign).objective
+    broken = violations(p, state.assign)
+    if broken:  # every sub-solve starts from a valid placement; the caller falls back on the current one
+        log.error("the construction broke a rule (%s); no neighbourhood search", "; ".join(broken))
+        return state, best
     stale = 0
     # The exact model cannot state some rules (the tasks-at-risk count): the sub-solves leave them out, and only results
     # that keep them are taken.
