@@ -22,6 +22,7 @@ import math
 from pathlib import Path
 from typing import Callable, Iterable
 
+import numpy as np
 import pandas as pd
 
 from packer import interrupt
@@ -35,9 +36,11 @@ from packer.io.fleet import DEFAULT_FLEET
 from packer.io.presets import DEFAULT_PRESETS, get_preset
 from packer.io.trace import FLEET_FILE, Trace, read_trace
 from packer.model.build import GOALS, GoalWeights, RuleOptions, check_options, service_pairs
+from packer.model.metrics import violations
+from packer.model.problem import PlacementProblem
 from packer.plan.context import PlanContext, characterize_from_context, problem_from_context
 from packer.plan.plan import Plan, make_plan, read_plan
-from packer.plan.verify import VerifyReport, verify_plan
+from packer.plan.verify import VerifyReport, check_placement, verify_plan
 from packer.solvers.engine import Progress
 from packer.solvers.run import SOLVERS, check_solver, run_solver
 
@@ -102,7 +105,7 @@ def solve(trace: str | Path | Trace, *, config: str = "p99", goal: str = "tco", 
           anti_affinity: Iterable[tuple[str, str]] = (), profiles: pd.DataFrame | None = None, sensitivity: str | Path | None = None,
           sensitivity_basis: str = DEFAULT_SENSITIVITY_BASIS, class_scores: str = DEFAULT_CLASS_AGGREGATE,
           classes_from: str | Path | None = None, presets: str | Path = DEFAULT_PRESETS, fleet: str | Path | None = None,
-          skip_invalid_usage: bool = False, window_s: int = 60,
+          skip_invalid_usage: bool = False, window_s: int = 60, start: str | Path | Plan | None = None,
           on_profile: Callable[[int], None] | None = None, on_progress: Callable[[Progress], None] | None = None) -> Plan:
     """A placement plan for ``trace``: which tasks to move where, in order, with its summary (not yet written).
 
@@ -110,7 +113,10 @@ def solve(trace: str | Path | Trace, *, config: str = "p99", goal: str = "tco", 
     ``p99-sens``); ``goal``: ``tco`` (cost units), ``hosts`` or ``fair`` (leximin
     relative performance); ``max_moves``: the move budget (None = a full repack);
     ``solver``: one of :data:`packer.solvers.run.SOLVERS`; ``time_limit`` in seconds;
-    ``seed``: the random seed; ``deterministic``: count ``time_limit`` as work rather than
+    ``start``: a plan (folder or :class:`Plan`) whose placement the search starts from
+    instead of the current one; it must keep this solve's rules (the move budget too), and
+    the engine and ``auto`` never return a worse plan (e.g. a full repack started from a
+    400-move plan); ``seed``: the random seed; ``deterministic``: count ``time_limit`` as work rather than
     wall clock (:mod:`packer.solvers.clock`), so that the same seed gives the same plan
     under any machine load (without it a busy machine may return another plan);
     ``weights``: the secondary goals' weights (:class:`~packer.model.build.GoalWeights`);
@@ -158,17 +164,21 @@ def solve(trace: str | Path | Trace, *, config: str = "p99", goal: str = "tco", 
                           max_new_at_risk=max_new_at_risk, anti_affinity=pairs),
         solver=solver, time_limit_s=float(time_limit), seed=seed, deterministic=bool(deterministic),
         skip_invalid_usage=bool(skip_invalid_usage), window_s=window_s,
+        start=str(start.path) if isinstance(start, Plan) and start.path else None if start is None or isinstance(start, Plan) else str(start),
     )
     # Before profiling: a wrong option or table fails before the work.
     check_options(goal, weights, context.rules, preset)
     check_solver(solver, goal, context.rules)
+    if start is not None and not isinstance(start, Plan):
+        start = read_plan(start)
     if preset.sensitivity:
         load_sensitivity(context.sensitivity or DEFAULT_SENSITIVITY, trace.fleet, services=trace.tasks["service"].dropna().unique())
         if context.classes_from:
             read_reference_classes(context.classes_from)
     with interrupt.stoppable():  # a profile cut short is worthless: a stop request here leaves no plan
         problem = problem_from_context(trace, preset, context, profiles, progress=on_profile)
-    result = run_solver(problem, solver, time_limit, seed, progress=on_progress, deterministic=bool(deterministic))
+    first = None if start is None else _start_placement(problem, start)
+    result = run_solver(problem, solver, time_limit, seed, progress=on_progress, deterministic=bool(deterministic), start=first)
     if result.status == "infeasible":
         names = ", ".join(result.infeasible_tasks[:10]) + (" ..." if len(result.infeasible_tasks) > 10 else "")
         raise InfeasibleError(f"{len(result.infeasible_tasks)} task(s) fit no host under config {preset.name}: {names}; no plan written",
@@ -176,6 +186,19 @@ def solve(trace: str | Path | Trace, *, config: str = "p99", goal: str = "tco", 
     if result.status == "timeout":
         raise NoPlanError(f"{result.solver} found no valid placement within {time_limit:g} s; no plan written")
     return make_plan(problem, result, context, fleet=trace.fleet)
+
+
+def _start_placement(problem: PlacementProblem, plan: Plan) -> np.ndarray:
+    """The host index per task of ``plan``'s placement on ``problem``; :class:`InputError` unless it is a valid start for it."""
+    where = f"start plan {plan.path or ''}".rstrip()
+    assign, check = check_placement(problem, plan.placement)
+    if assign is None:
+        raise InputError(f"{where}: {'; '.join(check.messages)}; was it made from this trace?")
+    broken = violations(problem, assign)
+    if broken:
+        raise InputError(f"{where}: its placement breaks a rule of this solve ({'; '.join(broken)}); "
+                         "start from a plan made under the same or looser rules (e.g. a smaller --max-moves)")
+    return assign
 
 
 def verify(trace: str | Path | Trace, plan: str | Path | Plan) -> VerifyReport:

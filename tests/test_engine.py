@@ -254,3 +254,20 @@ def test_the_neighbourhood_search_leaves_a_placement_that_breaks_a_rule_to_the_c
     state = PlacementState(problem, broken)
     after, _ = _lns(state, EngineConfig(time_limit=10), np.random.default_rng(0), SearchClock(10.0), np.inf, lambda *a: None)
     assert after is state and (after.assign == broken).all()
+
+
+@settings(max_examples=6, deadline=None)
+@given(seed=st.integers(0, 10_000), budget=st.integers(0, 8), solver=st.sampled_from(["engine", "auto"]))
+def test_a_full_repack_started_from_a_budgeted_plan_is_never_worse(seed, budget, solver):
+    budgeted = random_problem(seed, 40, 10, max_moves=budget)
+    planned = run_solver(budgeted, "engine", time_limit=1.0, seed=seed)
+    full = random_problem(seed, 40, 10, max_moves=None)
+    result = run_solver(full, solver, time_limit=1.0, seed=seed, start=planned.assign)
+    assert violations(full, result.assign) == []
+    assert result.objective <= evaluate(full, planned.assign).objective + 1e-9
+
+
+def test_a_start_is_refused_where_it_is_not_used():
+    problem = random_problem(1, 12, 4, max_moves=None)
+    with pytest.raises(InputError, match="--start"):
+        run_solver(problem, "baseline-ffd", 1.0, start=problem.current)

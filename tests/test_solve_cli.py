@@ -129,3 +129,13 @@ def test_sensitivity_options_are_recorded_and_verified(trace, tmp_path):
     assert context["classes_from"] == str((tmp_path / "char").resolve())
     bad = run("solve", trace, "--out", tmp_path / "p2", "--config", "p99-sens", "--classes-from", tmp_path / "char" / "report.md")
     assert bad.exit_code == 2 and "report.md" in bad.output and not (tmp_path / "p2").exists()
+
+
+def test_a_full_repack_from_a_budgeted_plan_is_never_worse_and_records_its_start(trace, tmp_path):
+    _, budgeted = solve_and_verify(trace, tmp_path / "budgeted", "--max-moves", "2")
+    output, full = solve_and_verify(trace, tmp_path / "full", "--max-moves", "unlimited", "--start", tmp_path / "budgeted")
+    assert full["objective"]["total"] <= budgeted["objective"]["total"] + 1e-9
+    assert full["context"]["start"] == str((tmp_path / "budgeted").resolve())
+    tighter = run("solve", trace, "--out", tmp_path / "tight", "--max-moves", "0", "--start", tmp_path / "full")
+    assert tighter.exit_code == 2 and "start plan" in tighter.output and "budget" in tighter.output
+    assert not (tmp_path / "tight").exists()

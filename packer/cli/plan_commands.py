@@ -53,11 +53,15 @@ from packer.solvers.run import SOLVERS
               help="Sensitivity table (default models/sensitivity.csv); used by p99-sens.")
 @sensitivity_opts
 @fleet_opt
+@click.option("--start", "start", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="Plan folder to start the search from instead of the current placement (e.g. a 400-move plan before a full "
+                   "repack, or yesterday's plan): the engine and auto never return a worse plan. Its placement must keep this "
+                   "solve's rules, the move budget included.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Plan folder. Default: out/<trace>/plan-<config>.")
 def solve(trace: Path, goal: str, config: str, rules: RuleOptions, time_limit: float, seed: int, deterministic: bool, solver: str,
           sensitivity_weight: float, fragmentation_weight: float, move_weight: float, profiles_path: Path | None,
           sensitivity_path: Path | None, fleet: Path | None, out: Path | None, sensitivity_basis: str, class_scores: str,
-          classes_from: Path | None) -> None:
+          classes_from: Path | None, start: Path | None) -> None:
     """Compute a placement plan: free hosts and cost within a move budget.
 
     \b
@@ -95,7 +99,7 @@ def solve(trace: Path, goal: str, config: str, rules: RuleOptions, time_limit: f
                     weights=GoalWeights(fragmentation=fragmentation_weight, sensitivity=sensitivity_weight, moves=move_weight),
                     **dataclasses.asdict(rules), profiles=profiles, sensitivity=sensitivity_path, sensitivity_basis=sensitivity_basis,
                     class_scores=class_scores, classes_from=classes_from, fleet=fleet, on_profile=on_profile, on_progress=on_progress,
-                    **recorded_profiling(profiles_path))
+                    start=start, **recorded_profiling(profiles_path))
             written = plan = plan.write(out)
             echo_plan(plan, time.perf_counter() - started)
         except KeyboardInterrupt:  # a stop request before there was a plan (packer.interrupt)

@@ -63,7 +63,8 @@ class PlanContext:
     or ``fair``; ``weights``: the secondary goals' :class:`~packer.model.build.GoalWeights`;
     ``rules``: the :class:`~packer.model.build.RuleOptions` (move budget, spread, guards,
     anti-affinity). Solver: ``solver`` name, ``time_limit_s``, ``seed``, ``deterministic``
-    (the time limit counted as work, :mod:`packer.solvers.clock`). ``versions``:
+    (the time limit counted as work, :mod:`packer.solvers.clock`), ``start`` (the plan
+    folder the search started from, if any: a record, not needed to rebuild the problem). ``versions``:
     package versions at solve time.
     """
 
@@ -89,6 +90,7 @@ class PlanContext:
     time_limit_s: float | None = None
     seed: int = 0
     deterministic: bool = False
+    start: str | None = None
     versions: dict[str, str | None] = field(default_factory=package_versions)
 
     def to_dict(self) -> dict[str, Any]:
@@ -98,7 +100,7 @@ class PlanContext:
         out["presets"] = str(Path(self.presets).resolve())
         if self.fleet not in ("trace", "default"):
             out["fleet"] = str(Path(self.fleet).resolve())
-        for key in ("sensitivity", "classes_from"):
+        for key in ("sensitivity", "classes_from", "start"):
             if out[key] is not None:
                 out[key] = str(Path(out[key]).resolve())
         out["percentiles"] = [float(q) for q in self.percentiles]
@@ -172,7 +174,7 @@ _CONTEXT_TYPES: dict[str, tuple[type, ...]] = {
     "percentiles": (list,), "window_s": (int,), "skip_invalid_usage": (bool,), "k": (int, _NONE), "kmax": (int,),
     "characterize_seed": (int,), "characterize_percentile": (int, float), "class_scores": (str,), "classes_from": (str, _NONE),
     "sensitivity_basis": (str,), "goal": (str,), "weights": (dict,), "rules": (dict,), "time_limit_s": (int, float, _NONE),
-    "seed": (int,), "deterministic": (bool,), "versions": (dict,),
+    "seed": (int,), "deterministic": (bool,), "start": (str, _NONE), "versions": (dict,),
 }
 _WEIGHT_TYPES = {"fragmentation": (int, float), "sensitivity": (int, float), "moves": (int, float)}
 _RULE_TYPES = {"max_moves": (int, _NONE), "spread_host": (int, _NONE), "spread_domain": (int, _NONE), "min_rp": (int, float, _NONE),

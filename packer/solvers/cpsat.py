@@ -167,8 +167,8 @@ def chosen_pairs(model: ExactModel, solver: cp_model.CpSolver, handles: list) ->
 
 
 def solve_cpsat(problem: PlacementProblem, *, time_limit: float = 10.0, seed: int = 0, num_workers: int = 2,
-                deterministic: bool = False) -> SolveResult:
-    """Solve the whole instance with CP-SAT, starting from (and hinted with) the current placement.
+                deterministic: bool = False, start: np.ndarray | None = None) -> SolveResult:
+    """Solve the whole instance with CP-SAT, starting from (and hinted with) ``start`` (default: the current placement).
 
     ``time_limit`` in seconds. Returns status "infeasible" with the tasks named when
     some task has no host to be on (see :func:`unplaceable_tasks`).
@@ -177,7 +177,7 @@ def solve_cpsat(problem: PlacementProblem, *, time_limit: float = 10.0, seed: in
     stuck = unplaceable_tasks(problem)
     if len(stuck):
         return SolveResult.infeasible(problem.current, problem.task_ids[stuck].tolist(), "cpsat", time.perf_counter() - t0)
-    return solve_model(build_exact_model(problem), time_limit, seed, num_workers, deterministic, t0)
+    return solve_model(build_exact_model(problem, start), time_limit, seed, num_workers, deterministic, t0)
 
 
 def solve_subproblem(problem: PlacementProblem, assign: np.ndarray, tasks_subset: np.ndarray, hosts_subset: np.ndarray,

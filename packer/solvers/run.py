@@ -218,6 +218,7 @@ def run_solver(
     seed: int = 0,
     progress: Callable[[Progress], None] | None = None,
     deterministic: bool = False,
+    start: np.ndarray | None = None,
 ) -> SolveResult:
     """Solve ``problem`` with ``solver`` within ``time_limit`` seconds and attach a bound (see module doc).
 
@@ -226,34 +227,42 @@ def run_solver(
     HiGHS by nodes), so that ``seed`` gives the same plan under any machine load. CBC is
     deterministic unless its time limit cuts it short; the baselines always are.
 
+    ``start``: a valid placement (T,) to start from instead of the current one: the
+    engine (and ``auto``) never returns a worse plan, the exact solvers take it as a
+    hint; the baselines and the ``fair`` goal refuse it (:class:`InputError`).
+
     Raises :class:`InputError` when the solver does not honour a rule of the problem (:func:`check_support`).
     A stop request (:mod:`packer.interrupt`) that comes before the solver has a placement of
     its own (while a model or bound is built) returns the current placement, marked interrupted.
     """
     t0 = time.perf_counter()
     try:
-        return _run_solver(problem, solver, time_limit, seed, progress, deterministic)
+        return _run_solver(problem, solver, time_limit, seed, progress, deterministic, start)
     except KeyboardInterrupt:
-        if not interrupt.stop_requested() or violations(problem, problem.current):
+        fallback = problem.current if start is None else start
+        if not interrupt.stop_requested() or violations(problem, fallback):
             raise
-        log.warning("interrupted before %s had a placement; returning the current placement", solver)
-        ev = evaluate(problem, problem.current)
-        return SolveResult(assign=problem.current.copy(), status="feasible", objective=ev.objective, bound=-math.inf, solver=solver,
+        log.warning("interrupted before %s had a placement; returning the starting placement", solver)
+        ev = evaluate(problem, fallback)
+        return SolveResult(assign=np.array(fallback, dtype=np.int64), status="feasible", objective=ev.objective, bound=-math.inf, solver=solver,
                            wall_s=time.perf_counter() - t0, stats={"interrupted": True, "interrupted_before_a_solution": True})
 
 
 def _run_solver(problem: PlacementProblem, solver: str, time_limit: float, seed: int,
-                progress: Callable[[Progress], None] | None, deterministic: bool) -> SolveResult:
+                progress: Callable[[Progress], None] | None, deterministic: bool, start: np.ndarray | None) -> SolveResult:
     """:func:`run_solver` but for a stop request before a placement."""
     oversized = tasks_that_fit_nowhere(problem)
     if len(oversized):
         return SolveResult.infeasible(problem.current, problem.task_ids[oversized].tolist(), solver, 0.0)
+    if start is not None and (problem.fair or solver in BASELINES):
+        raise InputError("a start plan (--start) is used by the engine, auto and the exact solvers under the tco and hosts goals; "
+                         f"{'--goal fair' if problem.fair else solver} starts from the current placement")
     if problem.fair:
         return _run_fair(problem, solver, time_limit, seed)
     if solver == "auto":
         exact = problem.n_tasks <= AUTO_EXACT_MAX_TASKS and all("exact" in rule.strategies for rule in problem.rules)
         if exact and all("engine" in rule.strategies for rule in problem.rules):
-            return _run_auto_exact(problem, time_limit, seed, progress, deterministic)
+            return _run_auto_exact(problem, time_limit, seed, progress, deterministic, start)
         solver = "highs" if exact else "engine"
     check_support(problem, strategy_of(problem, solver), solver)
     if solver in EXACT_MAX_PAIRS and candidate_pairs(problem) > EXACT_MAX_PAIRS[solver]:
@@ -262,14 +271,14 @@ def _run_solver(problem: PlacementProblem, solver: str, time_limit: float, seed:
     if solver in BASELINES:
         return run_baseline(problem, solver, seed)
     if solver == "cpsat":
-        return solve_cpsat(problem, time_limit=time_limit, seed=seed, deterministic=deterministic)
+        return solve_cpsat(problem, time_limit=time_limit, seed=seed, deterministic=deterministic, start=start)
     if solver in ("cbc", "highs"):
-        return solve_milp(problem, solver=solver, time_limit=time_limit, seed=seed, deterministic=deterministic)
-    return _run_engine(problem, time_limit, seed, progress, deterministic)
+        return solve_milp(problem, solver=solver, time_limit=time_limit, seed=seed, deterministic=deterministic, start=start)
+    return _run_engine(problem, time_limit, seed, progress, deterministic, start)
 
 
 def _run_engine(problem: PlacementProblem, time_limit: float, seed: int, progress: Callable[[Progress], None] | None,
-                deterministic: bool = False) -> SolveResult:
+                deterministic: bool = False, start: np.ndarray | None = None) -> SolveResult:
     """The scalable engine within ``time_limit`` seconds, with the bound of :func:`engine_bound` (and column generation on full repacks)."""
     stuck = unplaceable_tasks(problem)
     if len(stuck):
@@ -282,15 +291,15 @@ def _run_engine(problem: PlacementProblem, time_limit: float, seed: int, progres
             hosts_per_arch = np.array([detail["hosts_per_arch"][a] for a in problem.arch_names.tolist()], dtype=float)
         starts = []
         if "primary_lower_bound" in detail and supported(problem):
-            bound, start = _pattern_bound_and_start(problem, time_limit, detail, progress, deterministic)
+            bound, packed = _pattern_bound_and_start(problem, time_limit, detail, progress, deterministic)
             if deterministic:  # what column generation and its packing may use, counted as used
                 clock.spend(1.5 * PATTERN_TIME_SHARE * time_limit)
-            if start is not None:
-                starts.append(start)
+            if packed is not None:
+                starts.append(packed)
     target = detail["primary_lower_bound"] if "primary_lower_bound" in detail else detail["primary_before"] - detail["freeable_bound"]
     config = EngineConfig(time_limit=clock.remaining(), deterministic=deterministic, seed=seed, progress=progress, bound=bound,
                           primary_target=target)
-    result = solve_engine(problem, config, hosts_per_arch=hosts_per_arch, task_arch=task_arch, starts=starts)
+    result = solve_engine(problem, config, start=start, hosts_per_arch=hosts_per_arch, task_arch=task_arch, starts=starts)
     result.wall_s = clock.wall()
     result.bound = bound if math.isfinite(bound) else -math.inf
     result.stats["bound"] = _bound_detail(problem, result.assign, detail)
@@ -312,7 +321,7 @@ def _bound_detail(problem: PlacementProblem, assign: np.ndarray, detail: dict) -
 
 
 def _run_auto_exact(problem: PlacementProblem, time_limit: float, seed: int, progress: Callable[[Progress], None] | None,
-                    deterministic: bool = False) -> SolveResult:
+                    deterministic: bool = False, start: np.ndarray | None = None) -> SolveResult:
     """``auto`` on a small instance: the engine, then HiGHS on the exact model started from the engine's plan.
 
     The engine gets :data:`AUTO_ENGINE_SHARE` of ``time_limit``, HiGHS the rest (HiGHS,
@@ -322,7 +331,7 @@ def _run_auto_exact(problem: PlacementProblem, time_limit: float, seed: int, pro
     what each found.
     """
     t0 = time.perf_counter()
-    engine = _run_engine(problem, AUTO_ENGINE_SHARE * time_limit, seed, progress, deterministic)
+    engine = _run_engine(problem, AUTO_ENGINE_SHARE * time_limit, seed, progress, deterministic, start)
     if engine.status not in ("optimal", "feasible") or interrupt.stop_requested():
         return engine
     if progress is not None:
