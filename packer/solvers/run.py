@@ -284,6 +284,9 @@ def _run_engine(problem: PlacementProblem, time_limit: float, seed: int, progres
     if len(stuck):
         return SolveResult.infeasible(problem.current, problem.task_ids[stuck].tolist(), "engine", 0.0)
     clock = SearchClock(time_limit, deterministic)
+    if progress is not None:  # the bound's LP takes seconds on large fleets: say what is running
+        today = evaluate(problem, problem.current if start is None else start)
+        progress(Progress("lower bound (LP)", today.objective, None, today.moves, today.hosts, 0.0))
     with interrupt.stoppable():
         bound, detail, task_arch = engine_bound(problem)
         hosts_per_arch = None
