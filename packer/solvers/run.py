@@ -233,7 +233,8 @@ def run_solver(
 
     Raises :class:`InputError` when the solver does not honour a rule of the problem (:func:`check_support`).
     A stop request (:mod:`packer.interrupt`) that comes before the solver has a placement of
-    its own (while a model or bound is built) returns the current placement, marked interrupted.
+    its own (while a model or bound is built) returns the starting placement (``start``, else
+    the current one), marked interrupted.
     """
     t0 = time.perf_counter()
     try:
