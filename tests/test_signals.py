@@ -216,3 +216,44 @@ def test_a_native_solve_that_ignores_the_stop_is_abandoned_after_its_grace():
             interrupt.run_stoppable(lambda: release.wait(30), lambda: stops.append(1), grace=0.5)
         assert time.monotonic() - started < 3 and stops
     release.set()
+
+
+def test_a_signal_during_a_sweep_writes_the_points_solved(tmp_path):
+    out = tmp_path / "sweep"
+    process = subprocess.Popen([*PACKER, "sweep", str(sample_trace()), "--out", str(out), "--config", "baseline", "--config", "p99",
+                                "--config", "p99-cpu", "--no-baselines", "--no-risk-free-point", "--refine", "0",
+                                "--solver", "engine", "--time-limit", "8"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(process.stderr), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 60
+    while not any("[ 1/3]" in line for line in lines):  # the first point is solved; the second starts
+        assert process.poll() is None and time.monotonic() < deadline, "".join(lines)
+        time.sleep(0.05)
+    time.sleep(2.0)
+    sent = time.monotonic()
+    process.send_signal(signal.SIGINT)
+    code = process.wait(timeout=60)
+    reader.join()
+    err = "".join(lines)
+    assert code == 130, err
+    assert time.monotonic() - sent < 6, err  # well before the second solve's 8 s
+    meta = json.loads((out / "sweep.json").read_text())
+    assert meta["interrupted"] is True and len(meta["points"]) == 2 and len(meta["not_run"]) == 1
+    assert "interrupted by SIGINT" in err and "Traceback" not in err
+    for point in meta["points"]:
+        verified(out / "plans" / point)
+    no_debris(tmp_path)
+
+
+def test_a_signal_during_column_generation_stops_the_solve(tmp_path):
+    # CP-SAT prices the patterns: its own SIGINT handler must not take the signal from packer.
+    run = Solve(tmp_path / "plan", "--solver", "engine", "--max-moves", "unlimited")
+    run.wait_for("column generation")
+    time.sleep(1.0)
+    exit_code, out, err = run.stop(signal.SIGINT)
+    assert exit_code == 130, err
+    assert run.stopping_s < 10, err
+    summary = verified(tmp_path / "plan")
+    assert summary["solver"]["stats"]["interrupted"] is True

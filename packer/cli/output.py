@@ -199,6 +199,20 @@ def echo_stopped(signum: int, plan, aborted: bool = False) -> None:
     click.secho(f"{line} (exit {128 + signum})", fg="yellow", err=True)
 
 
+def echo_sweep_stopped(signum: int, result, aborted: bool = False) -> None:
+    """The line after a SIGINT/SIGTERM stopped ``packer sweep``; ``result``: the sweep written, or None."""
+    name = signal.Signals(signum).name
+    if aborted:
+        line = f"aborted by a second {name}: no sweep written (an earlier sweep folder is left as it was)"
+    elif result is None:
+        line = f"interrupted by {name} before a point was solved: nothing written"
+    else:
+        not_run = result.meta.get("not_run", [])
+        line = (f"interrupted by {name}: the sweep written to {result.path} holds the {len(result.table)} points solved "
+                f"(the solve under way kept its best plan so far); not run: {', '.join(not_run) or 'none'}")
+    click.secho(f"{line} (exit {128 + signum})", fg="yellow", err=True)
+
+
 def echo_verify(report, plan: Path) -> int:
     """``packer verify``'s report: each check with its messages, then the verdict. Returns the number of failed checks."""
     for note in report.notes:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import signal
 import sys
 import time
@@ -12,8 +11,8 @@ import click
 
 from packer import api, interrupt
 from packer.characterization.characterize import read_profiles
-from packer.cli.options import (LazyProgressBar, PresetName, default_out, fleet_opt, positive_seconds, recorded_profiling, rule_options,
-                                sensitivity_opts, trace_arg)
+from packer.cli.options import (LazyProgressBar, PresetName, default_out, exit_at_once, fleet_opt, positive_seconds, recorded_profiling,
+                                rule_options, sensitivity_opts, trace_arg)
 from packer.cli.output import echo_plan, echo_stopped, echo_verify, solve_progress
 from packer.io.atomic import refuse_to_overwrite_input
 from packer.io.output_check import check_output_writable
@@ -105,20 +104,14 @@ def solve(trace: Path, goal: str, config: str, rules: RuleOptions, time_limit: f
         except KeyboardInterrupt:  # a stop request before there was a plan (packer.interrupt)
             signum = interrupt.stop_signal() or signal.SIGINT
             echo_stopped(signum, None)
-            _exit_now(128 + signum)
+            exit_at_once(128 + signum)
         except interrupt.Abort as exc:
             echo_stopped(exc.signum, written, aborted=True)
-            _exit_now(128 + exc.signum)
+            exit_at_once(128 + exc.signum)
         if interrupt.stop_requested():
             echo_stopped(interrupt.stop_signal(), plan)
-            _exit_now(128 + interrupt.stop_signal())
+            exit_at_once(128 + interrupt.stop_signal())
 
-
-def _exit_now(code: int) -> None:
-    """Exit with ``code`` without waiting for a native solver's thread a stop request left running (every write is atomic)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
 
 
 @click.command(short_help="Check a plan folder against its trace.")

@@ -72,6 +72,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from packer import interrupt
 from packer.io.atomic import atomic_dir, refuse_to_overwrite_input
 from packer.solvers.baselines import BASELINES
 from packer.errors import InputError, Problem
@@ -377,7 +378,9 @@ class _Problems:
 
             start = time.perf_counter()
             ctx = self.base_context
-            self.profiles = profile_tasks(trace, ctx.percentiles, ctx.window_s, skip_invalid=ctx.skip_invalid_usage, progress=usage_progress).profiles
+            with interrupt.stoppable():  # a profile cut short is worthless: a stop request here leaves no sweep
+                self.profiles = profile_tasks(trace, ctx.percentiles, ctx.window_s, skip_invalid=ctx.skip_invalid_usage,
+                                              progress=usage_progress).profiles
             self.timings["profile_s"] = time.perf_counter() - start
         self._built: dict[str, PlacementProblem] = {}
 
@@ -431,6 +434,11 @@ def run_sweep(
 
     ``progress`` is called before and after each solve; ``usage_progress`` with usage
     rows read while profiling. Returns the written :class:`Sweep`.
+
+    A stop request (:mod:`packer.interrupt`, ``packer sweep`` under SIGINT/SIGTERM) ends the
+    sweep after the solve under way, which keeps its best plan: the points solved are
+    written, with ``interrupted`` and the points ``not_run`` in ``sweep.json``. Before the
+    first point is solved it raises ``KeyboardInterrupt`` and writes nothing.
     """
     from packer.solvers.run import run_solver
 
@@ -483,15 +491,24 @@ def run_sweep(
 
     with atomic_dir(out) as tmp:
         for point in list(points):
+            if interrupt.stop_requested():
+                break
             solve(point, tmp)
         for config in ladders:
             for _ in range(options.refine):
+                if interrupt.stop_requested():
+                    break
                 weight = refinement_weight(pd.DataFrame(rows), config)
                 if weight is None:
                     break
                 point = SweepPoint(f"{config}-w{weight_label(weight)}", OPTIMIZER, config, weight, options.solver, (weight,))
                 points.append(point)
                 solve(point, tmp)
+        if not rows:  # stopped before a point was solved: nothing worth writing
+            raise KeyboardInterrupt
+        solved = [row["point"] for row in rows]
+        not_run = [p.name for p in points if p.name not in solved]
+        points = [p for p in points if p.name in solved]
         table = _finish_table(rows)
         current = point_metrics(yardstick, yardstick.current, arch_score)
         dominance = {risk: baseline_dominance(table, risk) for risk in ("tasks_at_risk", "interference")}
@@ -511,6 +528,8 @@ def run_sweep(
             "score_sources": problems.score_sources(),
             "current": current,
             "points": [p.name for p in points],
+            "interrupted": interrupt.stop_requested(),
+            "not_run": not_run,
             "skipped": skipped,
             "errors": errors,
             "pareto": table.loc[table["pareto"], "point"].tolist(),

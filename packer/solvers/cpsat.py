@@ -50,6 +50,7 @@ from ortools.sat.python import cp_model
 from packer import interrupt
 from packer.model.metrics import evaluate
 from packer.model.problem import PlacementProblem
+from packer.solvers.clock import WALL_CAP
 from packer.solvers.exact import BOOL, CONT, ExactModel, build_exact_model, unplaceable_tasks
 from packer.solvers.result import SolveResult
 
@@ -155,7 +156,7 @@ def cpsat_solver(seed: int, time_limit: float, num_workers: int = 2, determinist
     if deterministic:
         params.interleave_search = True
         params.max_deterministic_time = float(time_limit)
-        params.max_time_in_seconds = 3.0 * float(time_limit)
+        params.max_time_in_seconds = WALL_CAP * float(time_limit)
     else:
         params.max_time_in_seconds = max(float(time_limit), 0.01)
     return solver

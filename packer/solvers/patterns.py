@@ -244,6 +244,7 @@ def _price(pi: np.ndarray, classes: Classes, room: np.ndarray, candidates: np.nd
         for var, c, u in zip(a, candidates, ub):
             model.add_hint(var, int(min(hint[c], u)))
     solver = cp_model.CpSolver()
+    solver.parameters.catch_sigint_signal = False  # SIGINT is packer's (packer.interrupt), not CP-SAT's
     if deterministic:
         solver.parameters.max_deterministic_time = max(0.05, time_limit)
         solver.parameters.max_time_in_seconds = WALL_CAP * max(0.05, time_limit)
