@@ -41,8 +41,10 @@ def test_every_solver_writes_a_verified_plan(trace, tmp_path, solver, config):
 
 
 def test_sensitivity_config_and_full_repack(trace, tmp_path):
-    _, summary = solve_and_verify(trace, tmp_path / "plan", "--config", "p99-sens", "--max-moves", "unlimited", "--solver", "engine")
+    output, summary = solve_and_verify(trace, tmp_path / "plan", "--config", "p99-sens", "--max-moves", "unlimited", "--solver", "engine")
     assert summary["context"]["rules"]["max_moves"] is None
+    # No phase of a solve is silent: characterization after profiling, then the bound's LP.
+    assert "characterizing workloads" in output and "lower bound (LP)" in output
 
 
 def test_zero_budget_returns_the_current_placement(trace, tmp_path):

@@ -65,24 +65,30 @@ class LazyProgressBar:
 
     ``packer solve`` profiles usage only when its configuration needs profiles; the bar
     (and the row count it needs, ``length()``) appears only then. Used as a context
-    manager, it yields the ``update(rows)`` callback to hand to the library.
+    manager, it yields the ``update(rows)`` callback to hand to the library. ``then``:
+    a line to print when the bar is full, naming the silent work that follows.
     """
 
-    def __init__(self, label: str, length: Callable[[], int]):
-        self.label, self.length = label, length
+    def __init__(self, label: str, length: Callable[[], int], then: str | None = None):
+        self.label, self.length, self.then = label, length, then
         self.bar = None
+        self.done = False
 
     def update(self, n: int) -> None:
         """Advance by ``n``, opening the bar first if this is the first update."""
         if self.bar is None:
             self.bar = progress_bar(self.label, self.length()).__enter__()
         self.bar.update(n)
+        if self.then and not self.done and self.bar.pos >= self.bar.length:
+            self.done = True
+            self.bar.__exit__(None, None, None)
+            click.echo(self.then, err=True)
 
     def __enter__(self) -> Callable[[int], None]:
         return self.update
 
     def __exit__(self, *exc) -> None:
-        if self.bar is not None:
+        if self.bar is not None and not self.done:
             self.bar.__exit__(*exc)
 
 

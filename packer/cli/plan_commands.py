@@ -92,7 +92,9 @@ def solve(trace: Path, goal: str, config: str, rules: RuleOptions, time_limit: f
                        f"time limit {time_limit:g} s", err=True)
             profiles = read_profiles(profiles_path, t) if profiles_path else None
             # Profiling happens only when the configuration needs profiles, so its bar opens on the first rows read.
-            with LazyProgressBar("profiling usage", lambda: t.usage_dataset().count_rows()) as on_profile, solve_progress() as on_progress:
+            characterizing = "characterizing workloads (K-means classes, sensitivity scores)" if preset.sensitivity else None
+            with (LazyProgressBar("profiling usage", lambda: t.usage_dataset().count_rows(), then=characterizing) as on_profile,
+                  solve_progress() as on_progress):
                 plan = api.solve(
                     t, config=preset.name, goal=goal, solver=solver, time_limit=time_limit, seed=seed, deterministic=deterministic,
                     weights=GoalWeights(fragmentation=fragmentation_weight, sensitivity=sensitivity_weight, moves=move_weight),
