@@ -21,6 +21,9 @@ from packer.characterization.profile import profile_tasks
 from packer.solvers.result import SolveResult
 from packer.io.trace import read_trace, write_trace
 from packer.plan.verify import verify_plan
+from packer.plan.claims import check_claims
+from packer.solvers.run import run_solver
+from problems import small_problem
 from packer.report.report import plan_sections
 
 from conftest import tiny_tables, write_tables
@@ -317,3 +320,18 @@ def test_console_summary_and_report_show_one_gap(solved):
         assert f"gap {gap} ((objective − bound) / objective)" in (plan / REPORT_FILE).read_text(), name
         assert f"gap {gap} ((objective − bound) / objective)" in plan_sections(summary)[0].text[0], name
         assert console.count("gap") == 1 and "within" not in console, (name, console)
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_a_deterministic_column_generation_bound_must_be_stated_exactly(deterministic):
+    # Ten tasks of 0.6 host each: the MILP over architectures says 6 hosts, the patterns 10 (one task a host).
+    problem = small_problem([6.0] * 10, [10.0] * 12, [1.0] * 12, list(range(10)))
+    result = run_solver(problem, "engine", time_limit=2.0, deterministic=deterministic)
+    assert "column generation" in result.stats["bound"]["kind"] and result.bound == 10.0
+    context = PlanContext(trace="unused", solver="engine", time_limit_s=2.0, deterministic=deterministic)
+    forged = dict(result.stats["bound"], primary_lower_bound=9.0, primary_gap=(10.0 - 9.0) / 9.0)
+    summary = {"status": "feasible", "bound": 9.0, "solver": {"name": "engine", "objective": result.objective,
+                                                              "stats": dict(result.stats, bound=forged)}}
+    found = check_claims(problem, context, summary, result.assign)
+    # A lower bound below the true one is still valid: only a reproducible run can tell that it is not what the solve computed.
+    assert bool(found.wrong) == deterministic, found.wrong

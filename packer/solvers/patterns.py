@@ -109,6 +109,7 @@ class PatternResult:
     master: mathopt.Model | None = None  # the master LP; ``column_vars`` are its variables of ``columns``, in order
     column_vars: list = field(default_factory=list)
     gave_up: bool = False  # stopped early, the LP still far above ``give_up_above``: no packing from these columns
+    capped: bool = False  # a deterministic run cut by its wall-clock cap (packer.solvers.clock): another run may differ
 
     @property
     def detail(self) -> dict:
@@ -403,7 +404,8 @@ def column_generation(problem: PlacementProblem, time_limit: float = 30.0, max_c
             break
     lp_value += types.constant
     return PatternResult(bound=best_bound, lp=lp_value, converged=converged, iterations=iterations, classes=classes, types=types,
-                         columns=columns, wall_s=clock.wall(), master=model, column_vars=column_vars, gave_up=gave_up)
+                         columns=columns, wall_s=clock.wall(), master=model, column_vars=column_vars, gave_up=gave_up,
+                         capped=clock.capped)
 
 
 def pattern_packing(problem: PlacementProblem, found: PatternResult, time_limit: float = 10.0,
