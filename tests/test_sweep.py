@@ -1,8 +1,10 @@
 """`packer sweep`: the points it plans, the Pareto front, the baseline dominance check, and a real sweep whose plans all verify."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -273,6 +275,23 @@ def test_an_interrupted_sweep_leaves_nothing(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         run_sweep(trace, tmp_path / "sweep", SweepOptions(configs=("baseline", "p99"), weights=(1.0,), baselines=("baseline-ffd",)), progress=stop)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t"]
+
+
+def test_a_resumed_sweep_reuses_the_plans_it_finds_and_solves_the_rest(tmp_path):
+    hosts, tasks, usage = tiny_tables(n_tasks=10, n_hosts=4)
+    trace = write_tables(tmp_path / "t", hosts, tasks, usage)
+    options = SweepOptions(configs=("baseline", "p99"), weights=(1.0,), baselines=("baseline-ffd",), time_limit_s=5, refine=0)
+    first = run_sweep(trace, tmp_path / "sweep", options)
+    shutil.rmtree(tmp_path / "sweep" / "plans" / "p99")  # as if the run had stopped before that point
+    solved = []
+    again = run_sweep(trace, tmp_path / "sweep", options, resume=True, progress=lambda e: e.row and not e.resumed and solved.append(e.point.name))
+    assert solved == ["p99"] and sorted(again.meta["resumed"]) == sorted(set(first.meta["points"]) - {"p99"})
+    kept = first.table.set_index("point").drop(index="p99")
+    pd.testing.assert_frame_equal(again.table.set_index("point").loc[kept.index, ["tco", "hosts", "objective", "wall_s"]],
+                                  kept[["tco", "hosts", "objective", "wall_s"]])
+    assert verify_plan(trace, tmp_path / "sweep" / "plans" / "p99").ok
+    with pytest.raises(InputError, match="other options"):
+        run_sweep(trace, tmp_path / "sweep", dataclasses.replace(options, time_limit_s=6), resume=True)
 
 
 # --- the command ---

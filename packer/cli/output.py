@@ -245,7 +245,8 @@ def sweep_progress() -> Callable[[Any], None]:
                 click.echo(f"\r{label} {p.point.solver} ...", err=True, nl=False)
             return
         r = p.row
-        line = f"{label} {r['status']:<9} {r['wall_s']:7.1f} s"
+        took = "earlier run" if p.resumed else f"{r['wall_s']:.1f} s"
+        line = f"{label} {r['status']:<9} {took:>11}"
         if "tco" in r:
             line += f"  TCO {r['tco']:>10,.1f}  hosts {r['hosts']:>7,}  at risk {r['tasks_at_risk']:>7,}  moves {r['moves']:>5,}"
         click.echo(("\r" + line) if live else line, err=True)
@@ -272,7 +273,8 @@ def echo_sweep(result, seconds: float) -> None:
     for name, message in meta.get("errors", {}).items():
         click.secho(f"FAILED {name}: {message} (traceback with -v)", fg="red", err=True)
     _echo_dominance(meta)
-    click.echo(f"\n{meta['grid_points']} grid points, {meta['solves']} solves ({meta['solves_reused']} reused); "
+    resumed = f", {len(meta['resumed'])} of them from an earlier run (--resume)" if meta.get("resumed") else ""
+    click.echo(f"\n{meta['grid_points']} grid points, {meta['solves']} solves ({meta['solves_reused']} reused{resumed}); "
                f"profile {meta['timings'].get('profile_s', 0):.1f} s, characterize {meta['timings'].get('characterize_s', 0):.1f} s, "
                f"solves {meta['timings']['solves_s']:.1f} s; total {seconds:.1f} s")
     click.echo(f"sweep: {result.path}; render it with: packer report {result.path}")

@@ -67,10 +67,14 @@ def _ladder(weights: str) -> tuple[float, ...]:
 @fleet_opt
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Sweep folder. Default: out/<trace>/sweep.")
 @click.option("--report/--no-report", "with_report", default=False, show_default=True, help="Also write the sweep's report (`packer report`).")
+@click.option("--resume", is_flag=True,
+              help="Reuse the plans an earlier run of this same sweep (e.g. an interrupted one) left in --out, and solve only the "
+                   "points it did not finish. Refused when --out holds a sweep run with other options.")
 def sweep(trace: Path, configs: tuple[str, ...], weights: str, refine: int, baselines: tuple[str, ...], no_baselines: bool, no_new_risk: bool,
           old_no_new_risk: bool, old_no_point: bool,
           baseline_config: str, rules: RuleOptions, time_limit: float, solver: str, goal: str, seed: int, sensitivity_path: Path | None,
-          sensitivity_basis: str, class_scores: str, classes_from: Path | None, fleet: Path | None, out: Path | None, with_report: bool) -> None:
+          sensitivity_basis: str, class_scores: str, classes_from: Path | None, fleet: Path | None, out: Path | None, with_report: bool,
+          resume: bool) -> None:
     """TCO vs SLO: Table IV's configurations, a ladder of sensitivity weights and the baselines under one move budget.
 
     \b
@@ -102,7 +106,7 @@ def sweep(trace: Path, configs: tuple[str, ...], weights: str, refine: int, base
             t = read_trace(trace, fleet)
             # The sweep profiles usage only when a configuration needs profiles, so the bar opens on the first rows read.
             with LazyProgressBar("profiling usage", lambda: t.usage_dataset().count_rows()) as on_usage:
-                result = run_sweep(trace, out, options, progress=sweep_progress(), usage_progress=on_usage)
+                result = run_sweep(trace, out, options, progress=sweep_progress(), usage_progress=on_usage, resume=resume)
             echo_sweep(result, time.perf_counter() - started)
         except KeyboardInterrupt:  # a stop request before a point was solved (packer.interrupt)
             signum = interrupt.stop_signal() or signal.SIGINT

@@ -62,6 +62,7 @@ import dataclasses
 import json
 import logging
 import math
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,9 +77,9 @@ from packer import interrupt
 from packer.io.atomic import atomic_dir, refuse_to_overwrite_input
 from packer.solvers.baselines import BASELINES
 from packer.errors import InputError, Problem
-from packer.model.metrics import evaluate, rp_distribution, weighted_score_loss
+from packer.model.metrics import evaluate, rp_distribution, violations, weighted_score_loss
 from packer.characterization.normalize import DEFAULT_SENSITIVITY_BASIS
-from packer.plan.plan import PLACEMENT_STATUSES, SUMMARY_FILE, json_safe, write_plan
+from packer.plan.plan import PLACEMENT_FILE, PLACEMENT_STATUSES, SUMMARY_FILE, json_safe, write_plan
 from packer.plan.context import PlanContext, fleet_choice, package_versions
 from packer.io.presets import DEFAULT_PRESETS, Preset, load_presets
 from packer.model.build import GOALS, GoalWeights, RuleOptions, make_goals, make_rules
@@ -171,12 +172,13 @@ class SweepPoint:
 
 @dataclass(frozen=True)
 class SweepProgress:
-    """Reported before (``row`` is None) and after each solve: ``step`` of ``steps`` (1-based)."""
+    """Reported before (``row`` is None) and after each solve: ``step`` of ``steps`` (1-based); ``resumed``: the plan of an earlier run."""
 
     step: int
     steps: int
     point: SweepPoint
     row: dict[str, Any] | None = None
+    resumed: bool = False
 
 
 @dataclass
@@ -429,6 +431,7 @@ def run_sweep(
     options: SweepOptions = SweepOptions(),
     progress: Callable[[SweepProgress], None] | None = None,
     usage_progress: Callable[[int], None] | None = None,
+    resume: bool = False,
 ) -> Sweep:
     """Run the sweep ``options`` describe on the trace at ``trace_path`` and write the sweep folder ``out`` atomically.
 
@@ -439,6 +442,11 @@ def run_sweep(
     sweep after the solve under way, which keeps its best plan: the points solved are
     written, with ``interrupted`` and the points ``not_run`` in ``sweep.json``. Before the
     first point is solved it raises ``KeyboardInterrupt`` and writes nothing.
+
+    ``resume``: reuse the plans an earlier run of the same sweep (same options) left in
+    ``out`` — e.g. an interrupted one — for the points whose plan was solved on the same
+    context, and solve only the others; ``sweep.json`` lists them under ``resumed``.
+    :class:`InputError` when ``out`` holds a sweep of other options.
     """
     from packer.solvers.run import run_solver
 
@@ -448,6 +456,7 @@ def run_sweep(
     trace = read_trace(trace_path, options.fleet)
     presets = load_presets(options.presets)
     has_usage = trace.usage_path is not None
+    earlier = _earlier_sweep(out, options) if resume else None
     points, skipped = plan_points(options, presets, has_usage)
     problems = _Problems(trace, trace_path, options, presets, usage_progress)
     yardstick_config = YARDSTICK_CONFIG if has_usage else REQUESTS_YARDSTICK_CONFIG
@@ -455,6 +464,7 @@ def run_sweep(
     arch_score = trace.fleet.archs["score"].reindex(yardstick.arch_names).to_numpy(dtype=float)
     rows: list[dict[str, Any]] = []
     errors: dict[str, str] = {}
+    resumed: list[str] = []
     ladders = [name for name in dict.fromkeys(options.configs) if any(p.config == name and p.weight is not None for p in points)]
     total = len(points) + options.refine * len(ladders)
 
@@ -469,6 +479,19 @@ def run_sweep(
                                "max_new_at_risk": np.nan if point.max_new_at_risk is None else point.max_new_at_risk,
                                "covers": ",".join(weight_label(w) for w in point.covers), "solver": point.solver, "plan": ""}
         solve_start = time.perf_counter()
+        reused = None if earlier is None else _earlier_plan(earlier, point, problems.context(point))
+        assign = None if reused is None else _valid_placement(problem, reused)
+        if assign is not None:
+            shutil.copytree(reused, tmp / PLANS_DIR / point.name)
+            summary = json.loads((reused / SUMMARY_FILE).read_text())
+            row.update(solver=summary["solver"]["name"], status=summary["status"], wall_s=summary["runtime_s"], plan=f"{PLANS_DIR}/{point.name}",
+                       objective=summary["objective"]["total"], bound=summary["bound"], gap=summary["gap"])
+            row.update(point_metrics(yardstick, assign, arch_score))
+            resumed.append(point.name)
+            rows.append(row)
+            if progress:
+                progress(SweepProgress(len(rows), total, point, row, resumed=True))
+            return
         try:
             result = run_solver(problem, point.solver, options.time_limit_s, options.seed)
             row.update(solver=result.solver, status=result.status, wall_s=result.wall_s)
@@ -530,6 +553,7 @@ def run_sweep(
             "points": [p.name for p in points],
             "interrupted": interrupt.stop_requested(),
             "not_run": not_run,
+            "resumed": resumed,
             "skipped": skipped,
             "errors": errors,
             "pareto": table.loc[table["pareto"], "point"].tolist(),
@@ -539,7 +563,7 @@ def run_sweep(
             "grid_points": grid,
             "solves": len(points),
             "solves_reused": grid - len(points),
-            "timings": {**problems.timings, "solves_s": float(table["wall_s"].sum()), "total_s": time.perf_counter() - started},
+            "timings": {**problems.timings, "solves_s": float(table.loc[~table["point"].isin(resumed), "wall_s"].sum()), "total_s": time.perf_counter() - started},
             "versions": package_versions(),
         }, notes)
         meta["notes"] = notes
@@ -548,6 +572,44 @@ def run_sweep(
         (tmp / SWEEP_FILE).write_text(json.dumps(meta, indent=2, allow_nan=False) + "\n")
     log.info("sweep written to %s: %d solves in %.1f s", out, len(points), meta["timings"]["total_s"])
     return Sweep(out, table, meta)
+
+
+def _earlier_sweep(out: Path, options: SweepOptions) -> Path | None:
+    """``out`` when it holds a sweep of ``options`` to resume (None when there is none); :class:`InputError` for another sweep's."""
+    meta_file = out / SWEEP_FILE
+    if not meta_file.exists():
+        return None
+    meta = read_json_object(meta_file)
+    wanted = {**dataclasses.asdict(options), "presets": str(Path(options.presets).resolve())}
+    differ = sorted(key for key in wanted if json.loads(json.dumps(meta.get("options", {}).get(key), default=str))
+                    != json.loads(json.dumps(wanted[key], default=str)))
+    if differ:
+        raise InputError([Problem(str(meta_file), "options", f"the sweep there was run with other options ({', '.join(differ)}); "
+                                  "--resume reuses only the same sweep's plans: drop --resume or choose another --out", 0)])
+    return out
+
+
+def _earlier_plan(earlier: Path, point: SweepPoint, context: PlanContext) -> Path | None:
+    """The plan folder an earlier run of the sweep left for ``point``, if it was solved on ``context`` (else None)."""
+    folder = earlier / PLANS_DIR / point.name
+    if not (folder / SUMMARY_FILE).exists() or not (folder / PLACEMENT_FILE).exists():
+        return None
+    recorded = dict(read_json_object(folder / SUMMARY_FILE).get("context") or {})
+    wanted = context.to_dict()
+    recorded.pop("versions", None)
+    wanted.pop("versions", None)
+    return folder if json.loads(json.dumps(recorded)) == json.loads(json.dumps(wanted, default=str)) else None
+
+
+def _valid_placement(problem: PlacementProblem, plan: Path) -> np.ndarray | None:
+    """The placement of the plan folder ``plan`` on ``problem`` if it is valid there (the trace may have changed since), else None."""
+    from packer.plan.verify import check_placement
+
+    assign, _ = check_placement(problem, pd.read_parquet(plan / PLACEMENT_FILE))
+    if assign is None or violations(problem, assign):
+        log.warning("%s: the earlier plan is not a valid placement of the trace now; solving the point again", plan.name)
+        return None
+    return assign
 
 
 def _finish_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
