@@ -1,7 +1,7 @@
 """Stream the usage table in task-complete chunks, validating rows on the way.
 
 The usage table may be far larger than memory. :func:`scan_usage` reads it in
-chunks of at most ``max_rows`` rows such that **all rows of a task land in the same
+chunks of about ``max_rows`` rows such that **all rows of a task land in the same
 chunk**, so per-task statistics can be computed chunk by chunk. Chunks are planned
 from the Parquet row-group statistics of ``task_id``:
 
@@ -9,21 +9,28 @@ from the Parquet row-group statistics of ``task_id``:
   only be split across overlapping groups), and consecutive components are packed
   into chunks: data written sorted by ``task_id`` (as ``packer generate`` and the
   importers write it) is read in a single pass;
-* a component larger than ``max_rows`` (unsorted data) is read once per slice of
-  its task range, keeping only that slice's rows: correct for any order, at the
-  price of more passes.
+* row groups in components larger than ``max_rows`` (data in another order, e.g.
+  public traces sorted by time) are read once, in batches, and hash-partitioned by
+  task into spill files in a temporary folder (:mod:`packer.io.partition`), which
+  is removed afterwards; each partition is then one chunk. So any row order costs
+  one pass over the input plus one over the spill files.
 
 Each row is checked (unknown task, missing time, negative, NaN, infinite or
-implausibly large values). Problems are collected over the whole scan and raised
-together as one :class:`InputError` with file, column, count and first rows —
-unless ``skip_invalid`` is set, in which case bad rows are dropped and counted.
+implausibly large values) as it is read, with its row number in its file.
+Problems are collected over the whole scan and raised together as one
+:class:`InputError` with file, column, count and first rows — unless
+``skip_invalid`` is set, in which case bad rows are dropped and counted.
 """
 from __future__ import annotations
 
-import bisect
 import concurrent.futures
+import contextlib
+import functools
+import itertools
+import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Iterator
 
 import numpy as np
@@ -33,10 +40,13 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from packer.errors import MAX_ROWS_SHOWN, InputError, Problem
+from packer.io.partition import Partitions
 from packer.io.trace import Trace, usage_dims
 from packer.io.validate import PLAUSIBLE_MAX, UNITS, plain
 
 DEFAULT_MAX_ROWS = 4_000_000
+#: Rows per batch when reading usage to spill it (bounds the memory of that pass).
+SPILL_BATCH_ROWS = 1 << 20
 #: How to go on despite invalid usage rows (the last line of the error).
 SKIP_HINT = ("to drop invalid usage rows instead (they are counted): packer profile TRACE --skip-invalid, "
              "then packer solve TRACE --profiles PROFILES")
@@ -67,8 +77,15 @@ class _Read:
     file: str
     groups: list[int]
     offsets: list[int]
-    task_lo: str | None = None  # keep only task_id in [task_lo, task_hi)
-    task_hi: str | None = None
+
+
+@dataclass
+class UsagePlan:
+    """How :func:`scan_usage` reads the usage table: ``chunks`` of whole row groups, each task-complete, and the
+    ``unordered`` row groups whose task ranges overlap too much for that, to be hash-partitioned by task first."""
+
+    chunks: list[list[_Read]]
+    unordered: list[_RowGroup]
 
 
 @dataclass
@@ -115,11 +132,11 @@ def _row_groups(dataset: ds.Dataset) -> list[_RowGroup]:
     return groups
 
 
-def plan_reads(dataset: ds.Dataset, task_ids: np.ndarray, max_rows: int = DEFAULT_MAX_ROWS) -> list[list[_Read]]:
-    """Plan chunks: each chunk is a list of reads, and every task's rows fall in exactly one chunk."""
+def plan_reads(dataset: ds.Dataset, max_rows: int = DEFAULT_MAX_ROWS) -> UsagePlan:
+    """Plan the reads: every task's rows fall in exactly one chunk, or all in the unordered row groups."""
     groups = [g for g in _row_groups(dataset) if g.rows > 0]
     if not groups:
-        return []
+        return UsagePlan([], [])
     if any(g.lo is None for g in groups):
         components = [groups]  # no statistics: any group may hold any task
     else:
@@ -133,39 +150,31 @@ def plan_reads(dataset: ds.Dataset, task_ids: np.ndarray, max_rows: int = DEFAUL
                 components.append([g])
                 hi = g.hi
 
-    def reads(comp: list[_RowGroup], lo=None, hi=None) -> list[_Read]:
+    def reads(comp: list[_RowGroup]) -> list[_Read]:
         by_file: dict[str, _Read] = {}
         for g in sorted(comp, key=lambda g: (g.file, g.index)):
-            r = by_file.setdefault(g.file, _Read(g.file, [], [], lo, hi))
+            r = by_file.setdefault(g.file, _Read(g.file, [], []))
             r.groups.append(g.index)
             r.offsets.append(g.offset)
         return list(by_file.values())
 
-    sorted_ids = np.sort(task_ids.astype(str))
-    chunks: list[list[_Read]] = []
+    plan = UsagePlan([], [])
     pending: list[_RowGroup] = []
     pending_rows = 0
     for comp in components:
         rows = sum(g.rows for g in comp)
         if rows > max_rows:
-            if pending:
-                chunks.append(reads(pending))
-                pending, pending_rows = [], 0
-            lo_i = 0 if comp[0].lo is None else bisect.bisect_left(sorted_ids, min(g.lo for g in comp))
-            hi_i = len(sorted_ids) if comp[0].lo is None else bisect.bisect_right(sorted_ids, max(g.hi for g in comp))
-            parts = -(-rows // max_rows)
-            cuts = np.linspace(lo_i, hi_i, parts + 1).astype(int)[1:-1]
-            bounds = [None, *(sorted_ids[c] for c in cuts), None]
-            chunks += [reads(comp, bounds[k], bounds[k + 1]) for k in range(parts)]
+            plan.unordered += comp
             continue
         if pending_rows + rows > max_rows and pending:
-            chunks.append(reads(pending))
+            plan.chunks.append(reads(pending))
             pending, pending_rows = [], 0
         pending += comp
         pending_rows += rows
     if pending:
-        chunks.append(reads(pending))
-    return chunks
+        plan.chunks.append(reads(pending))
+    plan.unordered.sort(key=lambda g: (g.file, g.index))
+    return plan
 
 
 def _to_seconds(ts: pa.ChunkedArray) -> np.ndarray:
@@ -178,16 +187,11 @@ def _read(read: _Read, dims: list[str], task_index: pa.Array, log: ProblemLog, s
     pf = pq.ParquetFile(read.file, read_dictionary=["task_id"])
     table = pf.read_row_groups(read.groups, columns=["task_id", "ts", *dims], use_threads=True)
     rows = np.concatenate([np.arange(off, off + pf.metadata.row_group(g).num_rows) for g, off in zip(read.groups, read.offsets)])
-    if read.task_lo is not None or read.task_hi is not None:
-        ids = table["task_id"].cast(pa.string())
-        keep = pa.scalar(True)
-        if read.task_lo is not None:
-            keep = pc.and_(keep, pc.greater_equal(ids, read.task_lo))
-        if read.task_hi is not None:
-            keep = pc.and_(keep, pc.less(ids, read.task_hi))
-        mask = pc.fill_null(keep, False).to_numpy(zero_copy_only=False)
-        table, rows = table.filter(pa.array(mask)), rows[mask]
+    return _check(read.file, table, rows, dims, task_index, log, skip_invalid)
 
+
+def _check(file: str, table: pa.Table, rows: np.ndarray, dims: list[str], task_index: pa.Array, log: ProblemLog, skip_invalid: bool) -> UsageChunk:
+    """Convert and validate usage rows read from ``file``; ``rows`` are their row numbers in it."""
     ids = table["task_id"].combine_chunks()
     if pa.types.is_dictionary(ids.type):
         codes_of_dict = pc.index_in(ids.dictionary.cast(pa.string()), value_set=task_index)
@@ -212,20 +216,42 @@ def _read(read: _Read, dims: list[str], task_index: pa.Array, log: ProblemLog, s
         return rows_text
 
     bad = unknown | ts_null
-    log.add(read.file, "task_id", "usage for a task that tasks.parquet does not list", unknown, rows, describe([]))
-    log.add(read.file, "ts", "missing timestamp", ts_null, rows, describe([]))
+    log.add(file, "task_id", "usage for a task that tasks.parquet does not list", unknown, rows, describe([]))
+    log.add(file, "ts", "missing timestamp", ts_null, rows, describe([]))
     for d in dims:
         v = values[d]
         checks = [("missing or NaN value", np.isnan(v)), ("infinite value", np.isinf(v)), ("negative value", v < 0)]
         if d in PLAUSIBLE_MAX:
             checks.append((f"implausibly large (over {PLAUSIBLE_MAX[d]:g} {UNITS[d]}: wrong unit?)", np.isfinite(v) & (v > PLAUSIBLE_MAX[d])))
         for message, mask in checks:
-            log.add(read.file, d, message, mask, rows, describe([d]))
+            log.add(file, d, message, mask, rows, describe([d]))
             bad |= mask
     if skip_invalid and bad.any():
         keep = ~bad
         return UsageChunk(task[keep], ts[keep], {d: v[keep] for d, v in values.items()})
     return UsageChunk(task, ts, values)
+
+
+def _spill(groups: list[_RowGroup], dims: list[str], task_index: pa.Array, log: ProblemLog, skip_invalid: bool,
+           partitions: Partitions, batch_rows: int, progress: Callable[[int], None] | None) -> None:
+    """Read ``groups`` once, in batches, validating each and spilling it into ``partitions`` by task."""
+    for file, in_file in itertools.groupby(groups, key=lambda g: g.file):
+        pf = pq.ParquetFile(file, read_dictionary=["task_id"])
+        for g in in_file:
+            offset = g.offset
+            for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[g.index], columns=["task_id", "ts", *dims], use_threads=True):
+                rows = np.arange(offset, offset + batch.num_rows)
+                offset += batch.num_rows
+                chunk = _check(file, pa.Table.from_batches([batch]), rows, dims, task_index, log, skip_invalid)
+                if skip_invalid or not log.total:  # once a row is invalid, read on only to count every problem
+                    partitions.write({"task": chunk.task, "ts": chunk.ts, **chunk.values})
+                if progress is not None:
+                    progress(batch.num_rows)
+
+
+def _unspill(partitions: Partitions, k: int, dims: list[str]) -> UsageChunk:
+    columns = partitions.read(k)
+    return UsageChunk(columns["task"], columns["ts"], {d: columns[d] for d in dims})
 
 
 def scan_usage(
@@ -237,13 +263,16 @@ def scan_usage(
     progress: Callable[[int], None] | None = None,
     log: ProblemLog | None = None,
 ) -> Iterator[UsageChunk]:
-    """Yield task-complete :class:`UsageChunk` s of at most ``max_rows`` rows (plus one row group).
+    """Yield task-complete :class:`UsageChunk` s of about ``max_rows`` rows (at most that plus one row group
+    when the table is stored by task).
 
     ``dims`` defaults to every resource column of the usage table. ``progress`` is
-    called with the number of rows read after each chunk. Without ``skip_invalid``,
-    any invalid row makes the scan end with an :class:`InputError` after all chunks
+    called with numbers of rows read, as they are read. Without ``skip_invalid``,
+    any invalid row makes the scan end with an :class:`InputError` after all rows
     were checked (so the counts are complete); callers must not write output before
-    the scan ends. With it, invalid rows are dropped and counted in ``log``.
+    the scan ends. With it, invalid rows are dropped and counted in ``log``. Close
+    the generator (``contextlib.closing``) when stopping early, so that the spill
+    folder of unordered usage is removed at once.
     """
     dataset = trace.usage_dataset()
     dims = usage_dims(dataset) if dims is None else dims
@@ -252,7 +281,7 @@ def scan_usage(
         raise InputError([Problem(str(trace.usage_path), ", ".join(missing), "column missing from usage", 0)])
     log = ProblemLog() if log is None else log
     task_index = pa.array(trace.tasks["task_id"].to_numpy(dtype=str), type=pa.string())
-    chunks = plan_reads(dataset, trace.tasks["task_id"].to_numpy(dtype=str), max_rows)
+    plan = plan_reads(dataset, max_rows)
 
     def load(chunk: list[_Read]) -> UsageChunk:
         parts = [_read(r, dims, task_index, log, skip_invalid) for r in chunk]
@@ -264,13 +293,24 @@ def scan_usage(
             {d: np.concatenate([p.values[d] for p in parts]) for d in dims},
         )
 
-    # Read the next chunk while the caller computes on this one (NumPy and Arrow release the GIL).
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        future = pool.submit(load, chunks[0]) if chunks else None
-        for k in range(len(chunks)):
+    # (how to load a chunk, whether its rows still count as read)
+    jobs: list[tuple[Callable[[], UsageChunk], bool]] = [(functools.partial(load, c), True) for c in plan.chunks]
+    with contextlib.ExitStack() as stack:
+        if plan.unordered:
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="packer-usage-")))
+            rows = sum(g.rows for g in plan.unordered)
+            # Hashing leaves partitions uneven by a few percent: aim at 80% of max_rows each.
+            partitions = Partitions(folder, min(1 << 16, -(-rows * 5 // (4 * max_rows))), "task")
+            _spill(plan.unordered, dims, task_index, log, skip_invalid, partitions, min(max_rows, SPILL_BATCH_ROWS), progress)
+            if partitions.files and (skip_invalid or not log.total):
+                jobs += [(functools.partial(_unspill, partitions, k, dims), False) for k in range(partitions.parts)]
+        # Read the next chunk while the caller computes on this one (NumPy and Arrow release the GIL).
+        pool = stack.enter_context(concurrent.futures.ThreadPoolExecutor(max_workers=1))
+        future = pool.submit(jobs[0][0]) if jobs else None
+        for k, (_, counts) in enumerate(jobs):
             chunk = future.result()
-            future = pool.submit(load, chunks[k + 1]) if k + 1 < len(chunks) else None
-            if progress is not None:
+            future = pool.submit(jobs[k + 1][0]) if k + 1 < len(jobs) else None
+            if progress is not None and counts:
                 progress(len(chunk.task))
             if skip_invalid or not log.total:
                 yield chunk  # once a row is invalid, scan on only to count every problem
