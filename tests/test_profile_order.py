@@ -80,6 +80,28 @@ def test_usage_in_any_order_is_read_once(traces, order, monkeypatch):
     assert sum(seen) == result.rows == 60 * 144  # progress counts every row read, once
 
 
+def test_usage_stored_by_task_is_read_in_ranges_without_a_spill(traces, monkeypatch):
+    # Its row groups cut tasks, so neighbours overlap in task_id: each range re-reads only the group it shares.
+    reads = group_reads(monkeypatch)
+    monkeypatch.setattr("packer.io.partition.Partitions.write", lambda *a: pytest.fail("usage stored by task was spilled"))
+    profile_tasks(read_trace(traces["task-sorted"]), [99], 60, max_rows=MAX_ROWS)
+    groups = pq.ParquetFile(traces["task-sorted"] / "usage.parquet").metadata.num_row_groups
+    assert set(reads) == set(range(groups)) and len(reads) <= 1.5 * groups
+
+
+def test_rows_without_a_task_id_are_reported_in_usage_stored_by_task(traces, tmp_path):
+    trace = tmp_path / "t"
+    shutil.copytree(traces["task-sorted"], trace)
+    table = pq.read_table(trace / "usage.parquet")
+    ids = table["task_id"].to_pylist()
+    ids[4321] = None
+    pq.write_table(table.set_column(0, "task_id", pa.array(ids, type=pa.string())), trace / "usage.parquet", row_group_size=GROUP_ROWS)
+    with pytest.raises(InputError) as err:
+        profile_tasks(read_trace(trace), [99], 60, max_rows=MAX_ROWS)
+    assert "column 'task_id': usage for a task that tasks.parquet does not list" in str(err.value)
+    assert "row 4321 (task_id=None)" in str(err.value)
+
+
 def corrupt(trace: Path, rows: list[int], column: str, value: float) -> None:
     path = trace / "usage.parquet"
     table = pq.read_table(path)

@@ -9,11 +9,15 @@ from the Parquet row-group statistics of ``task_id``:
   only be split across overlapping groups), and consecutive components are packed
   into chunks: data written sorted by ``task_id`` (as ``packer generate`` and the
   importers write it) is read in a single pass;
-* row groups in components larger than ``max_rows`` (data in another order, e.g.
-  public traces sorted by time) are read once, in batches, and hash-partitioned by
-  task into spill files in a temporary folder (:mod:`packer.io.partition`), which
-  is removed afterwards; each partition is then one chunk. So any row order costs
-  one pass over the input plus one over the spill files.
+* a component larger than ``max_rows`` whose groups are still stored by task, only
+  sharing the tasks cut at group boundaries, is read in task-id ranges, each range
+  reading the groups it meets (one group more than its own, typically) and keeping
+  its tasks;
+* the other large components (data in another order, e.g. public traces sorted by
+  time) are read once, in batches, and hash-partitioned by task into spill files in
+  a temporary folder (:mod:`packer.io.partition`), removed afterwards; each
+  partition is then one chunk. So any row order costs one pass over the input plus
+  one over the spill files.
 
 Each row is checked (unknown task, missing time, negative, NaN, infinite or
 implausibly large values) as it is read, with its row number in its file.
@@ -45,6 +49,9 @@ from packer.io.trace import Trace, usage_dims
 from packer.io.validate import PLAUSIBLE_MAX, UNITS, plain
 
 DEFAULT_MAX_ROWS = 4_000_000
+#: Usage stored by task but with tasks cut across row groups is read in task-id ranges, each re-reading the
+#: groups it shares with the previous range; beyond this share of rows re-read, spilling is cheaper.
+MAX_REREAD = 0.5
 #: Rows per batch when reading usage to spill it (bounds the memory of that pass).
 SPILL_BATCH_ROWS = 1 << 20
 #: How to go on despite invalid usage rows (the last line of the error).
@@ -70,6 +77,7 @@ class _RowGroup:
     offset: int  # position of the group's first row in its file
     lo: str | None
     hi: str | None
+    nulls: bool  # may hold rows without a task_id
 
 
 @dataclass
@@ -77,6 +85,8 @@ class _Read:
     file: str
     groups: list[int]
     offsets: list[int]
+    task_lo: str | None = None  # keep only task_id in [task_lo, task_hi)
+    task_hi: str | None = None
 
 
 @dataclass
@@ -127,7 +137,8 @@ def _row_groups(dataset: ds.Dataset) -> list[_RowGroup]:
             lo, hi = (stats.min, stats.max) if has else (None, None)
             if isinstance(lo, bytes):
                 lo, hi = lo.decode(), hi.decode()
-            groups.append(_RowGroup(path, i, rg.num_rows, offset, lo, hi))
+            nulls = stats is None or not stats.has_null_count or stats.null_count > 0
+            groups.append(_RowGroup(path, i, rg.num_rows, offset, lo, hi, nulls))
             offset += rg.num_rows
     return groups
 
@@ -150,31 +161,66 @@ def plan_reads(dataset: ds.Dataset, max_rows: int = DEFAULT_MAX_ROWS) -> UsagePl
                 components.append([g])
                 hi = g.hi
 
-    def reads(comp: list[_RowGroup]) -> list[_Read]:
-        by_file: dict[str, _Read] = {}
-        for g in sorted(comp, key=lambda g: (g.file, g.index)):
-            r = by_file.setdefault(g.file, _Read(g.file, [], []))
-            r.groups.append(g.index)
-            r.offsets.append(g.offset)
-        return list(by_file.values())
-
     plan = UsagePlan([], [])
     pending: list[_RowGroup] = []
     pending_rows = 0
     for comp in components:
         rows = sum(g.rows for g in comp)
         if rows > max_rows:
-            plan.unordered += comp
+            slices = _ranges(comp, max_rows)
+            if slices is None:
+                plan.unordered += comp
+                continue
+            if pending:
+                plan.chunks.append(_reads(pending))
+                pending, pending_rows = [], 0
+            plan.chunks += slices
             continue
         if pending_rows + rows > max_rows and pending:
-            plan.chunks.append(reads(pending))
+            plan.chunks.append(_reads(pending))
             pending, pending_rows = [], 0
         pending += comp
         pending_rows += rows
     if pending:
-        plan.chunks.append(reads(pending))
+        plan.chunks.append(_reads(pending))
     plan.unordered.sort(key=lambda g: (g.file, g.index))
     return plan
+
+
+def _reads(groups: list[_RowGroup], lo: str | None = None, hi: str | None = None) -> list[_Read]:
+    by_file: dict[str, _Read] = {}
+    for g in sorted(groups, key=lambda g: (g.file, g.index)):
+        r = by_file.setdefault(g.file, _Read(g.file, [], [], lo, hi))
+        r.groups.append(g.index)
+        r.offsets.append(g.offset)
+    return list(by_file.values())
+
+
+def _ranges(comp: list[_RowGroup], max_rows: int) -> list[list[_Read]] | None:
+    """Chunks of task-id ranges of ``comp`` (row groups sorted by task range, overlapping), each of about ``max_rows``
+    rows and reading the groups its range meets; None if a range would read over ``max_rows`` plus one group, or all
+    together would re-read more than ``MAX_REREAD`` of the rows (the groups are not stored by task)."""
+    if comp[0].lo is None or any(g.nulls for g in comp):
+        return None  # rows without a task_id belong to no range: spill them to report them
+    cuts: list[str] = []  # where each range but the first starts: at a group's first task, after the last cut
+    run = 0
+    for g in comp:
+        if run and run + g.rows > max_rows and g.lo > (cuts[-1] if cuts else comp[0].lo):
+            cuts.append(g.lo)
+            run = 0
+        run += g.rows
+    bounds = [None, *cuts, None]
+    budget = (1 + MAX_REREAD) * sum(g.rows for g in comp)
+    largest = max_rows + max(g.rows for g in comp)
+    ranges = []
+    for lo, hi in zip(bounds, bounds[1:]):
+        meets = [g for g in comp if (hi is None or g.lo < hi) and (lo is None or g.hi >= lo)]
+        rows = sum(g.rows for g in meets)
+        budget -= rows
+        if budget < 0 or rows > largest:
+            return None
+        ranges.append(_reads(meets, lo, hi))
+    return ranges
 
 
 def _to_seconds(ts: pa.ChunkedArray) -> np.ndarray:
@@ -187,6 +233,15 @@ def _read(read: _Read, dims: list[str], task_index: pa.Array, log: ProblemLog, s
     pf = pq.ParquetFile(read.file, read_dictionary=["task_id"])
     table = pf.read_row_groups(read.groups, columns=["task_id", "ts", *dims], use_threads=True)
     rows = np.concatenate([np.arange(off, off + pf.metadata.row_group(g).num_rows) for g, off in zip(read.groups, read.offsets)])
+    if read.task_lo is not None or read.task_hi is not None:
+        ids = table["task_id"].cast(pa.string())
+        keep = pa.scalar(True)
+        if read.task_lo is not None:
+            keep = pc.and_(keep, pc.greater_equal(ids, read.task_lo))
+        if read.task_hi is not None:
+            keep = pc.and_(keep, pc.less(ids, read.task_hi))
+        mask = pc.fill_null(keep, False).to_numpy(zero_copy_only=False)
+        table, rows = table.filter(pa.array(mask)), rows[mask]
     return _check(read.file, table, rows, dims, task_index, log, skip_invalid)
 
 
