@@ -1,12 +1,13 @@
 """Benchmark `packer profile` against the naive pandas way on a large generated trace.
 
     python benchmarks/bench_profile.py [TRACE] [--skip-naive]
-    python benchmarks/bench_profile.py TRACE --row-order
+    python benchmarks/bench_profile.py TRACE --row-order [--repeat N]
 
 --row-order instead profiles TRACE (usage sorted by task, as generated) and a copy
 whose usage is sorted by time, as public traces are published (TRACE-by-time,
 written first if missing, with row groups of the same size), and checks that the
-two profiles are bitwise identical.
+two profiles are bitwise identical. Each is run N times (default 3), alternating;
+the fastest run of each is reported.
 
 TRACE defaults to benchmarks/work/profile-100m, generated first if missing with
 `packer generate --tasks 37000 --hosts 18000 --days 7 --interval 180` (~124M usage
@@ -37,7 +38,8 @@ t0 = time.perf_counter()
 r = profile_tasks(read_trace(sys.argv[1]), [99.0], 60)
 wall = time.perf_counter() - t0
 r.profiles.to_parquet(sys.argv[2])
-print(json.dumps({"wall_s": wall, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "rows": r.rows, "code": packer.__file__}))
+use = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"wall_s": wall, "cpu_s": use.ru_utime + use.ru_stime, "peak_rss_mib": use.ru_maxrss / 1024, "rows": r.rows, "code": packer.__file__}))
 """
 
 NAIVE = """
@@ -80,21 +82,25 @@ def time_sorted_copy(trace: Path) -> Path:
     return out
 
 
-def row_order(trace: Path) -> None:
+def row_order(trace: Path, repeat: int) -> None:
+    """Profile ``trace`` and its time-sorted copy ``repeat`` times each, alternating; keep each one's fastest run."""
     import pandas as pd
 
     by_time = time_sorted_copy(trace)
-    results = {}
-    for name, path in (("task-sorted", trace), ("time-sorted", by_time)):
-        results[name] = run(PACKER, path, WORK / f"profiles-{name}.parquet")
-        print(f"{name}:", results[name], flush=True)
-    if all("wall_s" in r for r in results.values()):
+    results: dict[str, dict] = {}
+    for _ in range(repeat):
+        for name, path in (("task-sorted", trace), ("time-sorted", by_time)):
+            r = run(PACKER, path, WORK / f"profiles-{name}.parquet")
+            print(f"{name}:", r, flush=True)
+            if "wall_s" in r and r["wall_s"] < results.get(name, {}).get("wall_s", float("inf")):
+                results[name] = r
+    if len(results) == 2:
         a, b = (pd.read_parquet(WORK / f"profiles-{name}.parquet") for name in results)
         pd.testing.assert_frame_equal(a, b, check_exact=True)
         task, time_ = results["task-sorted"], results["time-sorted"]
         print(f"\nrows: {task['rows']:,}  machine: {platform.machine()} {platform.processor() or ''}, Python {platform.python_version()}")
         for name, r in results.items():
-            print(f"{name}: {r['wall_s']:.1f} s, peak RSS {r['peak_rss_mib']:,.0f} MiB")
+            print(f"{name}: {r['wall_s']:.1f} s ({r['cpu_s']:.1f} s CPU, all of the process), peak RSS {r['peak_rss_mib']:,.0f} MiB (fastest of {repeat})")
         print(f"time-sorted / task-sorted: {time_['wall_s'] / task['wall_s']:.2f}x; profiles bitwise identical")
 
 
@@ -103,6 +109,7 @@ def main() -> None:
     ap.add_argument("trace", nargs="?", type=Path, default=WORK / "profile-100m")
     ap.add_argument("--skip-naive", action="store_true", help="only time packer")
     ap.add_argument("--row-order", action="store_true", help="time packer on TRACE and on a copy of it sorted by time")
+    ap.add_argument("--repeat", type=int, default=3, help="with --row-order: runs of each, the fastest reported")
     args = ap.parse_args()
     if not args.trace.exists():
         cmd = [str(Path(sys.executable).with_name("packer")), "generate", "--tasks", "37000", "--hosts", "18000", "--days", "7", "--interval", "180", "--seed", "0", "--out", str(args.trace)]
@@ -112,7 +119,7 @@ def main() -> None:
         print(f"generated in {time.perf_counter() - t0:.0f} s", flush=True)
     WORK.mkdir(parents=True, exist_ok=True)
     if args.row_order:
-        row_order(args.trace)
+        row_order(args.trace, args.repeat)
         return
     packer = run(PACKER, args.trace, WORK / "profiles-packer.parquet")
     print("packer:", packer, flush=True)

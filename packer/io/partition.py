@@ -48,12 +48,13 @@ class Partitions:
         self.files.append(path)
 
     def read(self, k: int) -> dict[str, np.ndarray] | None:
-        """Partition ``k``'s rows in input order, as arrays by column name; None if nothing was spilled."""
+        """Partition ``k``'s rows in input order, as arrays by column name; None if nothing was spilled.
+        The arrays must not hold nulls."""
         pieces = []
         for path in self.files:
             with pa.OSFile(str(path)) as source:  # reads into memory: nothing keeps the file open
                 pieces.append(pa.ipc.open_file(source).get_batch(k))
         if not pieces:
             return None
-        table = pa.Table.from_batches(pieces)
-        return {name: table[name].to_numpy() for name in table.column_names}
+        # Concatenated column by column: files may differ in a column's dtype (NumPy promotes).
+        return {name: np.concatenate([piece.column(name).to_numpy() for piece in pieces]) for name in pieces[0].schema.names}

@@ -35,7 +35,7 @@ import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -54,6 +54,8 @@ DEFAULT_MAX_ROWS = 4_000_000
 MAX_REREAD = 0.5
 #: Rows per batch when reading usage to spill it (bounds the memory of that pass).
 SPILL_BATCH_ROWS = 1 << 20
+_FLOAT32 = (pa.float16(), pa.float32())
+T = TypeVar("T")
 #: How to go on despite invalid usage rows (the last line of the error).
 SKIP_HINT = ("to drop invalid usage rows instead (they are counted): packer profile TRACE --skip-invalid, "
              "then packer solve TRACE --profiles PROFILES")
@@ -122,6 +124,18 @@ class ProblemLog:
     @property
     def total(self) -> int:
         return sum(self.counts.values())
+
+
+_END = object()
+
+
+def _ahead(items: Iterator[T]) -> Iterator[T]:
+    """``items``, each computed in a thread while the caller works on the one before (NumPy and Arrow release the GIL)."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(next, items, _END)
+        while (item := future.result()) is not _END:
+            future = pool.submit(next, items, _END)
+            yield item
 
 
 def _row_groups(dataset: ds.Dataset) -> list[_RowGroup]:
@@ -290,23 +304,33 @@ def _check(file: str, table: pa.Table, rows: np.ndarray, dims: list[str], task_i
 def _spill(groups: list[_RowGroup], dims: list[str], task_index: pa.Array, log: ProblemLog, skip_invalid: bool,
            partitions: Partitions, batch_rows: int, progress: Callable[[int], None] | None) -> None:
     """Read ``groups`` once, in batches, validating each and spilling it into ``partitions`` by task."""
-    for file, in_file in itertools.groupby(groups, key=lambda g: g.file):
-        pf = pq.ParquetFile(file, read_dictionary=["task_id"])
-        for g in in_file:
-            offset = g.offset
-            for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[g.index], columns=["task_id", "ts", *dims], use_threads=True):
-                rows = np.arange(offset, offset + batch.num_rows)
-                offset += batch.num_rows
-                chunk = _check(file, pa.Table.from_batches([batch]), rows, dims, task_index, log, skip_invalid)
-                if skip_invalid or not log.total:  # once a row is invalid, read on only to count every problem
-                    partitions.write({"task": chunk.task, "ts": chunk.ts, **chunk.values})
-                if progress is not None:
-                    progress(batch.num_rows)
+
+    def checked() -> Iterator[tuple[UsageChunk, pa.RecordBatch]]:
+        for file, in_file in itertools.groupby(groups, key=lambda g: g.file):
+            pf = pq.ParquetFile(file, read_dictionary=["task_id"])
+            for g in in_file:
+                offset = g.offset
+                for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[g.index], columns=["task_id", "ts", *dims], use_threads=True):
+                    rows = np.arange(offset, offset + batch.num_rows)
+                    offset += batch.num_rows
+                    yield _check(file, pa.Table.from_batches([batch]), rows, dims, task_index, log, skip_invalid), batch
+
+    with contextlib.closing(_ahead(checked())) as batches:
+        for chunk, batch in batches:
+            if skip_invalid or not log.total:  # once a row is invalid, read on only to count every problem
+                # Values read as float32 are spilled as such (exactly: they were widened), half the bytes.
+                narrow = {d: v.astype(np.float32) if batch.schema.field(d).type in _FLOAT32 else v for d, v in chunk.values.items()}
+                partitions.write({"task": chunk.task, "ts": chunk.ts, **narrow})
+            if progress is not None:
+                progress(batch.num_rows)
 
 
 def _unspill(partitions: Partitions, k: int, dims: list[str]) -> UsageChunk:
+    """Partition ``k``, its rows grouped by task and in file order within a task: rows read in time order then need
+    no sort by (task, time), and this sort runs in :func:`scan_usage`'s reading thread."""
     columns = partitions.read(k)
-    return UsageChunk(columns["task"], columns["ts"], {d: columns[d] for d in dims})
+    order = np.argsort(columns["task"], kind="stable")
+    return UsageChunk(columns["task"][order], columns["ts"][order], {d: columns[d][order].astype(np.float64, copy=False) for d in dims})
 
 
 def scan_usage(
@@ -359,12 +383,9 @@ def scan_usage(
             _spill(plan.unordered, dims, task_index, log, skip_invalid, partitions, min(max_rows, SPILL_BATCH_ROWS), progress)
             if partitions.files and (skip_invalid or not log.total):
                 jobs += [(functools.partial(_unspill, partitions, k, dims), False) for k in range(partitions.parts)]
-        # Read the next chunk while the caller computes on this one (NumPy and Arrow release the GIL).
-        pool = stack.enter_context(concurrent.futures.ThreadPoolExecutor(max_workers=1))
-        future = pool.submit(jobs[0][0]) if jobs else None
-        for k, (_, counts) in enumerate(jobs):
-            chunk = future.result()
-            future = pool.submit(jobs[k + 1][0]) if k + 1 < len(jobs) else None
+        # The next chunk loads while the caller computes on this one.
+        chunks = stack.enter_context(contextlib.closing(_ahead((job(), counts) for job, counts in jobs)))
+        for chunk, counts in chunks:
             if progress is not None and counts:
                 progress(len(chunk.task))
             if skip_invalid or not log.total:
