@@ -102,6 +102,15 @@ def test_rows_without_a_task_id_are_reported_in_usage_stored_by_task(traces, tmp
     assert "row 4321 (task_id=None)" in str(err.value)
 
 
+def test_validate_checks_usage_in_any_order_without_a_spill(traces, tmp_path, monkeypatch):
+    monkeypatch.setattr("packer.io.partition.Partitions.write", lambda *a: pytest.fail("validate spilled usage"))
+    reads = group_reads(monkeypatch)
+    result = CliRunner().invoke(cli, ["validate", str(traces["time-sorted"])])
+    assert result.exit_code == 0, result.output
+    assert "8,640 usage rows checked" in result.output
+    assert sorted(reads) == list(range(pq.ParquetFile(traces["time-sorted"] / "usage.parquet").metadata.num_row_groups))
+
+
 def corrupt(trace: Path, rows: list[int], column: str, value: float) -> None:
     path = trace / "usage.parquet"
     table = pq.read_table(path)

@@ -341,9 +341,11 @@ def scan_usage(
     max_rows: int = DEFAULT_MAX_ROWS,
     progress: Callable[[int], None] | None = None,
     log: ProblemLog | None = None,
+    by_task: bool = True,
 ) -> Iterator[UsageChunk]:
     """Yield task-complete :class:`UsageChunk` s of about ``max_rows`` rows (at most that plus one row group
-    when the table is stored by task).
+    when the table is stored by task). With ``by_task=False`` (to check rows only), usage not stored by task
+    is yielded a row group at a time as stored, with no spill.
 
     ``dims`` defaults to every resource column of the usage table. ``progress`` is
     called with numbers of rows read, as they are read. Without ``skip_invalid``,
@@ -361,6 +363,9 @@ def scan_usage(
     log = ProblemLog() if log is None else log
     task_index = pa.array(trace.tasks["task_id"].to_numpy(dtype=str), type=pa.string())
     plan = plan_reads(dataset, max_rows)
+    if not by_task:
+        plan.chunks += [_reads([g]) for g in plan.unordered]
+        plan.unordered = []
 
     def load(chunk: list[_Read]) -> UsageChunk:
         parts = [_read(r, dims, task_index, log, skip_invalid) for r in chunk]
