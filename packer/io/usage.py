@@ -55,7 +55,7 @@ MAX_REREAD = 0.5
 #: Rows per batch when reading usage to spill it (bounds the memory of that pass).
 SPILL_BATCH_ROWS = 1 << 20
 _FLOAT32 = (pa.float16(), pa.float32())
-T = TypeVar("T")
+_T = TypeVar("_T")
 #: How to go on despite invalid usage rows (the last line of the error).
 SKIP_HINT = ("to drop invalid usage rows instead (they are counted): packer profile TRACE --skip-invalid, "
              "then packer solve TRACE --profiles PROFILES")
@@ -93,8 +93,8 @@ class _Read:
 
 @dataclass
 class UsagePlan:
-    """How :func:`scan_usage` reads the usage table: ``chunks`` of whole row groups, each task-complete, and the
-    ``unordered`` row groups whose task ranges overlap too much for that, to be hash-partitioned by task first."""
+    """How :func:`scan_usage` reads the usage table: task-complete ``chunks`` (reads of whole row groups, or of
+    groups filtered to a task-id range), and the ``unordered`` row groups, not stored by task, to spill first."""
 
     chunks: list[list[_Read]]
     unordered: list[_RowGroup]
@@ -129,7 +129,7 @@ class ProblemLog:
 _END = object()
 
 
-def _ahead(items: Iterator[T]) -> Iterator[T]:
+def _ahead(items: Iterator[_T]) -> Iterator[_T]:
     """``items``, each computed in a thread while the caller works on the one before (NumPy and Arrow release the GIL)."""
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         future = pool.submit(next, items, _END)
@@ -348,7 +348,7 @@ def scan_usage(
     is yielded a row group at a time as stored, with no spill.
 
     ``dims`` defaults to every resource column of the usage table. ``progress`` is
-    called with numbers of rows read, as they are read. Without ``skip_invalid``,
+    called with numbers of rows as the scan goes through them. Without ``skip_invalid``,
     any invalid row makes the scan end with an :class:`InputError` after all rows
     were checked (so the counts are complete); callers must not write output before
     the scan ends. With it, invalid rows are dropped and counted in ``log``. Close
@@ -383,7 +383,7 @@ def scan_usage(
         if plan.unordered:
             folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="packer-usage-")))
             rows = sum(g.rows for g in plan.unordered)
-            # Hashing leaves partitions uneven by a few percent: aim at 80% of max_rows each.
+            # Hashing tasks leaves partitions uneven: aim at 80% of max_rows each.
             partitions = Partitions(folder, min(1 << 16, -(-rows * 5 // (4 * max_rows))), "task")
             _spill(plan.unordered, dims, task_index, log, skip_invalid, partitions, min(max_rows, SPILL_BATCH_ROWS), progress)
             if partitions.files and (skip_invalid or not log.total):
