@@ -63,22 +63,27 @@ def run(code: str, trace: Path, out: Path) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+TIME_SORTED_COPY = """
+import shutil, sys
+from pathlib import Path
+import pyarrow.parquet as pq
+trace, out = Path(sys.argv[1]), Path(sys.argv[2])
+source = trace / "usage.parquet"
+group_rows = pq.ParquetFile(source).metadata.row_group(0).num_rows
+shutil.copytree(trace, out, ignore=shutil.ignore_patterns("usage.parquet"))
+pq.write_table(pq.read_table(source).sort_by("ts"), out / "usage.parquet", row_group_size=group_rows, compression="zstd")
+"""
+
+
 def time_sorted_copy(trace: Path) -> Path:
-    """``trace`` with its usage rows sorted by ``ts`` (stable: by task within a timestamp), same row-group size."""
-    import shutil
-
-    import pyarrow.parquet as pq
-
+    """``trace`` with its usage rows sorted by ``ts`` (stable: by task within a timestamp), same row-group size.
+    Written by a child process: Linux keeps a process's peak RSS across fork and exec, so the children that
+    measure would report this one's."""
     out = trace.with_name(trace.name + "-by-time")
-    if out.exists():
-        return out
-    source = trace / "usage.parquet"
-    group_rows = pq.ParquetFile(source).metadata.row_group(0).num_rows
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.copytree(trace, tmp, ignore=shutil.ignore_patterns("usage.parquet"))
-    table = pq.read_table(source)
-    pq.write_table(table.sort_by("ts"), tmp / "usage.parquet", row_group_size=group_rows, compression="zstd")
-    tmp.rename(out)
+    if not out.exists():
+        tmp = out.with_name(out.name + ".tmp")
+        subprocess.run([sys.executable, "-c", TIME_SORTED_COPY, str(trace), str(tmp)], check=True)
+        tmp.rename(out)
     return out
 
 
