@@ -191,3 +191,4 @@ def test_the_spill_folder_is_removed_whatever_happens(traces, tmp_path, monkeypa
     with pytest.raises(InputError):
         profile_tasks(read_trace(bad), [99], 60, max_rows=MAX_ROWS)
     assert not list(spill_root.iterdir())
+
