@@ -1,8 +1,8 @@
 """Hash-partition rows by an integer key into spill files, to read back one partition at a time.
 
 Used to group a usage table that is not stored by task (public traces are sorted
-by time) in one pass over the input: each input batch is split by ``hash(key) %
-parts`` and written as one Arrow IPC file holding one record batch per partition
+by time) in one pass over the input: each input batch is split by a hash of the
+key (:func:`partition_of`) and written as one Arrow IPC file holding one record batch per partition
 (empty ones included), so at most one spill file is open at a time whatever the
 number of partitions. Partition ``k`` is read back by taking record batch ``k`` of
 every spill file; its rows keep their input order.
@@ -34,7 +34,7 @@ class Partitions:
         self.files: list[Path] = []
 
     def write(self, columns: dict[str, np.ndarray]) -> None:
-        """Spill one batch: equal-length arrays by column name, ``columns[self.key]`` the partition key."""
+        """Spill one batch: equal-length NumPy arrays by column name, ``columns[self.key]`` the partition key."""
         part = partition_of(columns[self.key], self.parts)
         order = np.argsort(part, kind="stable")  # radix sort on uint16; keeps input order within a partition
         ends = np.cumsum(np.bincount(part, minlength=self.parts))
@@ -47,14 +47,11 @@ class Partitions:
                 start = int(end)
         self.files.append(path)
 
-    def read(self, k: int) -> dict[str, np.ndarray] | None:
-        """Partition ``k``'s rows in input order, as arrays by column name; None if nothing was spilled.
-        The arrays must not hold nulls."""
+    def read(self, k: int) -> dict[str, np.ndarray]:
+        """Partition ``k``'s rows in input order, as arrays by column name (after at least one :meth:`write`)."""
         pieces = []
         for path in self.files:
             with pa.OSFile(str(path)) as source:  # reads into memory: nothing keeps the file open
                 pieces.append(pa.ipc.open_file(source).get_batch(k))
-        if not pieces:
-            return None
         # Concatenated column by column: files may differ in a column's dtype (NumPy promotes).
         return {name: np.concatenate([piece.column(name).to_numpy() for piece in pieces]) for name in pieces[0].schema.names}
