@@ -19,12 +19,13 @@ from packer.errors import InputError
 from packer.io.trace import read_trace
 
 GROUP_ROWS = 500  # 144 samples per task: row groups cut tasks, and 18 groups make the order matter
-MAX_ROWS = 2_000  # chunks of a few groups: a task-sorted copy takes several, the others a spill
+MAX_ROWS = 2_000  # a few groups: the task-sorted copy is read in task-id ranges, the other two are spilled
 
 
 @pytest.fixture(scope="module")
 def traces(tmp_path_factory) -> dict[str, Path]:
-    """One generated trace (60 tasks, 144 samples each), its usage written task-sorted, shuffled and time-sorted."""
+    """One generated trace (60 tasks, 144 samples each, one row group) and copies of it in 500-row groups, task-sorted,
+    shuffled and time-sorted."""
     root = tmp_path_factory.mktemp("order")
     result = CliRunner().invoke(cli, ["generate", "--tasks", "60", "--hosts", "30", "--days", "0.5", "--seed", "3", "--out", str(root / "generated")])
     assert result.exit_code == 0, result.output
@@ -35,7 +36,7 @@ def traces(tmp_path_factory) -> dict[str, Path]:
         "shuffled": usage.take(rng.permutation(usage.num_rows)),
         "time-sorted": usage.sort_by("ts"),
     }
-    out = {}
+    out = {"as generated": root / "generated"}
     for name, table in orders.items():
         shutil.copytree(root / "generated", root / name, ignore=shutil.ignore_patterns("usage.parquet"))
         pq.write_table(table, root / name / "usage.parquet", row_group_size=GROUP_ROWS)
@@ -66,7 +67,7 @@ def test_profiles_are_bitwise_identical_in_any_row_order(traces, max_rows):
     results = {name: profile_tasks(read_trace(path), [50, 99], 60, max_rows=max_rows) for name, path in traces.items()}
     reference = results["task-sorted"]
     assert reference.rows == 60 * 144 and reference.tasks_without_usage == 0
-    for name in ("shuffled", "time-sorted"):
+    for name in ("as generated", "shuffled", "time-sorted"):
         pd.testing.assert_frame_equal(results[name].profiles, reference.profiles, check_exact=True)
 
 
