@@ -1,6 +1,7 @@
 """Profiling does not depend on the order of the usage rows, and reads usage in any order once."""
 from __future__ import annotations
 
+import errno
 import shutil
 import tempfile
 from pathlib import Path
@@ -193,3 +194,17 @@ def test_the_spill_folder_is_removed_whatever_happens(traces, tmp_path, monkeypa
         profile_tasks(read_trace(bad), [99], 60, max_rows=MAX_ROWS)
     assert not list(spill_root.iterdir())
 
+
+
+def test_a_full_temporary_folder_is_reported_with_the_way_out(traces, tmp_path, monkeypatch):
+    def full(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr("packer.io.partition.Partitions.write", full)
+    with pytest.raises(InputError) as err:
+        profile_tasks(read_trace(traces["time-sorted"]), [99], 60, max_rows=MAX_ROWS)
+    text = str(err.value)
+    assert f"{traces['time-sorted'] / 'usage.parquet'}: column 'task_id': usage not stored by task" in text
+    assert "No space left on device" in text and "set TMPDIR to a folder with" in text
+    assert not list(tmp_path.iterdir())

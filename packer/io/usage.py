@@ -381,11 +381,17 @@ def scan_usage(
     jobs: list[tuple[Callable[[], UsageChunk], bool]] = [(functools.partial(load, c), True) for c in plan.chunks]
     with contextlib.ExitStack() as stack:
         if plan.unordered:
-            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="packer-usage-")))
             rows = sum(g.rows for g in plan.unordered)
-            # Hashing tasks leaves partitions uneven: aim at 80% of max_rows each.
-            partitions = Partitions(folder, min(1 << 16, -(-rows * 5 // (4 * max_rows))), "task")
-            _spill(plan.unordered, dims, task_index, log, skip_invalid, partitions, min(max_rows, SPILL_BATCH_ROWS), progress)
+            try:
+                folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="packer-usage-")))
+                # Hashing tasks leaves partitions uneven: aim at 80% of max_rows each.
+                partitions = Partitions(folder, min(1 << 16, -(-rows * 5 // (4 * max_rows))), "task")
+                _spill(plan.unordered, dims, task_index, log, skip_invalid, partitions, min(max_rows, SPILL_BATCH_ROWS), progress)
+            except OSError as exc:
+                need = -(-rows * (12 + 8 * len(dims)) // 2**20)  # MiB at most: task, ts and float64 values
+                raise InputError([Problem(str(trace.usage_path), "task_id", f"usage not stored by task is partitioned by task into temporary "
+                                          f"files first, and writing them in {tempfile.gettempdir()} failed: {exc}", 0),
+                                  Problem("", "", f"set TMPDIR to a folder with {need:,} MiB free, or write usage sorted by task_id", 0)]) from None
             if partitions.files and (skip_invalid or not log.total):
                 jobs += [(functools.partial(_unspill, partitions, k, dims), False) for k in range(partitions.parts)]
         # The next chunk loads while the caller computes on this one.
