@@ -197,11 +197,15 @@ def test_the_spill_folder_is_removed_whatever_happens(traces, tmp_path, monkeypa
 
 
 def test_a_full_temporary_folder_is_reported_with_the_way_out(traces, tmp_path, monkeypatch):
-    def full(*args):
-        raise OSError(errno.ENOSPC, "No space left on device")
+    open_file = pa.OSFile
+
+    def full(path, mode="r"):
+        if mode == "wb":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return open_file(path, mode)
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.setattr("packer.io.partition.Partitions.write", full)
+    monkeypatch.setattr(pa, "OSFile", full)
     with pytest.raises(InputError) as err:
         profile_tasks(read_trace(traces["time-sorted"]), [99], 60, max_rows=MAX_ROWS)
     text = str(err.value)

@@ -24,6 +24,10 @@ def partition_of(key: np.ndarray, parts: int) -> np.ndarray:
     return ((mixed.astype(np.uint64) * np.uint64(parts)) >> np.uint64(32)).astype(np.uint16)
 
 
+class SpillError(Exception):
+    """Writing a spill file failed (no room left, no permission); ``args[0]`` is the ``OSError``."""
+
+
 class Partitions:
     """Spill files in ``folder`` (which the caller creates and removes) for ``parts`` partitions by the int ``key`` column."""
 
@@ -34,17 +38,21 @@ class Partitions:
         self.files: list[Path] = []
 
     def write(self, columns: dict[str, np.ndarray]) -> None:
-        """Spill one batch: equal-length NumPy arrays by column name, ``columns[self.key]`` the partition key."""
+        """Spill one batch: equal-length NumPy arrays by column name, ``columns[self.key]`` the partition key.
+        Raises :class:`SpillError` if the file cannot be written."""
         part = partition_of(columns[self.key], self.parts)
         order = np.argsort(part, kind="stable")  # radix sort on uint16; keeps input order within a partition
         ends = np.cumsum(np.bincount(part, minlength=self.parts))
         batch = pa.record_batch({name: values[order] for name, values in columns.items()})
         path = self.folder / f"spill-{len(self.files):06d}.arrow"
-        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, batch.schema) as writer:
-            start = 0
-            for end in ends:
-                writer.write_batch(batch.slice(start, int(end) - start))
-                start = int(end)
+        try:
+            with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, batch.schema) as writer:
+                start = 0
+                for end in ends:
+                    writer.write_batch(batch.slice(start, int(end) - start))
+                    start = int(end)
+        except OSError as exc:
+            raise SpillError(exc) from exc
         self.files.append(path)
 
     def read(self, k: int) -> dict[str, np.ndarray]:

@@ -44,7 +44,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from packer.errors import MAX_ROWS_SHOWN, InputError, Problem
-from packer.io.partition import Partitions
+from packer.io.partition import Partitions, SpillError
 from packer.io.trace import Trace, usage_dims
 from packer.io.validate import PLAUSIBLE_MAX, UNITS, plain
 
@@ -333,6 +333,13 @@ def _unspill(partitions: Partitions, k: int, dims: list[str]) -> UsageChunk:
     return UsageChunk(columns["task"][order], columns["ts"][order], {d: columns[d][order].astype(np.float64, copy=False) for d in dims})
 
 
+def _no_room(trace: Trace, rows: int, dims: list[str], exc: OSError) -> InputError:
+    need = -(-rows * (12 + 8 * len(dims)) // 2**20)  # MiB at most: task, ts and float64 values
+    return InputError([Problem(str(trace.usage_path), "task_id", f"usage not stored by task is partitioned by task into temporary "
+                               f"files first, and writing them in {tempfile.gettempdir()} failed: {exc}", 0),
+                       Problem("", "", f"set TMPDIR to a folder with {need:,} MiB free, or write usage sorted by task_id", 0)])
+
+
 def scan_usage(
     trace: Trace,
     dims: list[str] | None = None,
@@ -384,14 +391,14 @@ def scan_usage(
             rows = sum(g.rows for g in plan.unordered)
             try:
                 folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="packer-usage-")))
-                # Hashing tasks leaves partitions uneven: aim at 80% of max_rows each.
-                partitions = Partitions(folder, min(1 << 16, -(-rows * 5 // (4 * max_rows))), "task")
-                _spill(plan.unordered, dims, task_index, log, skip_invalid, partitions, min(max_rows, SPILL_BATCH_ROWS), progress)
             except OSError as exc:
-                need = -(-rows * (12 + 8 * len(dims)) // 2**20)  # MiB at most: task, ts and float64 values
-                raise InputError([Problem(str(trace.usage_path), "task_id", f"usage not stored by task is partitioned by task into temporary "
-                                          f"files first, and writing them in {tempfile.gettempdir()} failed: {exc}", 0),
-                                  Problem("", "", f"set TMPDIR to a folder with {need:,} MiB free, or write usage sorted by task_id", 0)]) from None
+                raise _no_room(trace, rows, dims, exc) from None
+            # Hashing tasks leaves partitions uneven: aim at 80% of max_rows each.
+            partitions = Partitions(folder, min(1 << 16, -(-rows * 5 // (4 * max_rows))), "task")
+            try:
+                _spill(plan.unordered, dims, task_index, log, skip_invalid, partitions, min(max_rows, SPILL_BATCH_ROWS), progress)
+            except SpillError as exc:
+                raise _no_room(trace, rows, dims, exc.args[0]) from None
             if partitions.files and (skip_invalid or not log.total):
                 jobs += [(functools.partial(_unspill, partitions, k, dims), False) for k in range(partitions.parts)]
         # The next chunk loads while the caller computes on this one.
