@@ -7,10 +7,10 @@ Percentiles interpolate linearly between order statistics (NumPy's default
 ``"linear"`` method). ``mean`` and ``max`` are over the raw samples.
 
 The usage table is streamed in task-complete chunks (:mod:`packer.io.usage`; usage
-in another order than by task is first hash-partitioned by task into temporary
-spill files), so memory is bounded by the chunk size, not the table size. Within a chunk everything
-is vectorized: one sort by (task, window) — skipped when the data is already in
-that order — segment reductions for the window means, and one sort of a combined
+not stored by task is first hash-partitioned by task into temporary spill files),
+so memory is bounded by the chunk size, not the table size. Within a chunk
+everything is vectorized: one sort by (task, window) — skipped when the data is
+already in that order — segment reductions for the window means, and one sort of a combined
 ``task + value`` key for the per-task order statistics. That key orders values
 within a task exactly up to about 1e-12 of the chunk's largest value.
 """
