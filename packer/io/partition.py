@@ -43,7 +43,7 @@ class Partitions:
         part = partition_of(columns[self.key], self.parts)
         order = np.argsort(part, kind="stable")  # radix sort on uint16; keeps input order within a partition
         ends = np.cumsum(np.bincount(part, minlength=self.parts))
-        batch = pa.record_batch({name: values[order] for name, values in columns.items()})
+        batch = pa.record_batch(columns).take(pa.array(order))  # Arrow's memory pool reuses its pages: fewer page faults
         path = self.folder / f"spill-{len(self.files):06d}.arrow"
         try:
             with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, batch.schema) as writer:
