@@ -6,15 +6,17 @@ percentile (default 99) is taken over a task's windows (the paper: over 7 days).
 Percentiles interpolate linearly between order statistics (NumPy's default
 ``"linear"`` method). ``mean`` and ``max`` are over the raw samples.
 
-The usage table is streamed in task-complete chunks (:mod:`packer.io.usage`), so
-memory is bounded by the chunk size, not the table size. Within a chunk everything
-is vectorized: one sort by (task, window) — skipped when the data is already in
-that order — segment reductions for the window means, and one sort of a combined
+The usage table is streamed in task-complete chunks (:mod:`packer.io.usage`; usage
+not stored by task is first hash-partitioned by task into temporary spill files),
+so memory is bounded by the chunk size, not the table size. Within a chunk
+everything is vectorized: one sort by (task, window) — skipped when the data is
+already in that order — segment reductions for the window means, and one sort of a combined
 ``task + value`` key for the per-task order statistics. That key orders values
 within a task exactly up to about 1e-12 of the chunk's largest value.
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -126,7 +128,9 @@ def profile_tasks(
         raise InputError(f"the window must be a positive number of seconds, got {window_s}")
     dims = usage_dims(trace.usage_dataset())
     log = ProblemLog()
-    parts = [_profile_chunk(c, dims, qs, window_s) for c in scan_usage(trace, dims, skip_invalid=skip_invalid, max_rows=max_rows, progress=progress, log=log) if len(c.task)]
+    # Closed at once on any exception (KeyboardInterrupt too), so the scan's spill folder goes with it.
+    with contextlib.closing(scan_usage(trace, dims, skip_invalid=skip_invalid, max_rows=max_rows, progress=progress, log=log)) as chunks:
+        parts = [_profile_chunk(c, dims, qs, window_s) for c in chunks if len(c.task)]
 
     n = len(trace.tasks)
     table = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame({"task": np.array([], dtype=np.int32)})

@@ -34,7 +34,7 @@ def validate(trace: Path, fleet: Path | None, scan_usage_rows: bool) -> None:
     rows = 0
     if scan_usage_rows and t.usage_path is not None:
         with progress_bar("checking usage", t.usage_dataset().count_rows()) as bar:
-            for chunk in scan_usage(t, progress=bar.update):
+            for chunk in scan_usage(t, progress=bar.update, by_task=False):
                 rows += len(chunk.task)
     click.echo(f"{trace}: valid: {len(t.hosts):,} hosts, {len(t.tasks):,} tasks, {rows:,} usage rows checked; dimensions {', '.join(t.dims)}")
 

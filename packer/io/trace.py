@@ -216,7 +216,8 @@ def write_trace(
     """Write a trace folder atomically. ``usage`` is streamed batch by batch (it may be huge).
 
     Usage is written in the order given; writing it sorted by ``task_id`` (as the
-    generator and importers do) lets :func:`packer.characterization.profile.profile_tasks` read it in one pass.
+    generator and importers do) lets :func:`packer.characterization.profile.profile_tasks` read it in one pass
+    without first partitioning it by task into temporary files.
     """
     path = Path(path)
     with atomic_dir(path) as tmp:

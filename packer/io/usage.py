@@ -1,7 +1,7 @@
 """Stream the usage table in task-complete chunks, validating rows on the way.
 
 The usage table may be far larger than memory. :func:`scan_usage` reads it in
-chunks of at most ``max_rows`` rows such that **all rows of a task land in the same
+chunks of about ``max_rows`` rows such that **all rows of a task land in the same
 chunk**, so per-task statistics can be computed chunk by chunk. Chunks are planned
 from the Parquet row-group statistics of ``task_id``:
 
@@ -9,22 +9,33 @@ from the Parquet row-group statistics of ``task_id``:
   only be split across overlapping groups), and consecutive components are packed
   into chunks: data written sorted by ``task_id`` (as ``packer generate`` and the
   importers write it) is read in a single pass;
-* a component larger than ``max_rows`` (unsorted data) is read once per slice of
-  its task range, keeping only that slice's rows: correct for any order, at the
-  price of more passes.
+* a component larger than ``max_rows`` whose groups are still stored by task, only
+  sharing the tasks cut at group boundaries, is read in task-id ranges, each range
+  reading the groups it meets (one group more than its own, typically) and keeping
+  its tasks;
+* the other large components (data in another order, e.g. public traces sorted by
+  time) are read once, in batches, and hash-partitioned by task into spill files in
+  a temporary folder (:mod:`packer.io.partition`), removed afterwards; each
+  partition is then one chunk. So any row order costs one pass over the input plus
+  one over the spill files.
 
 Each row is checked (unknown task, missing time, negative, NaN, infinite or
-implausibly large values). Problems are collected over the whole scan and raised
-together as one :class:`InputError` with file, column, count and first rows —
-unless ``skip_invalid`` is set, in which case bad rows are dropped and counted.
+implausibly large values) as it is read, with its row number in its file.
+Problems are collected over the whole scan and raised together as one
+:class:`InputError` with file, column, count and first rows — unless
+``skip_invalid`` is set, in which case bad rows are dropped and counted.
 """
 from __future__ import annotations
 
-import bisect
 import concurrent.futures
+import contextlib
+import functools
+import itertools
+import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from pathlib import Path
+from typing import Callable, Iterator, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -33,10 +44,18 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from packer.errors import MAX_ROWS_SHOWN, InputError, Problem
+from packer.io.partition import Partitions, SpillError
 from packer.io.trace import Trace, usage_dims
 from packer.io.validate import PLAUSIBLE_MAX, UNITS, plain
 
 DEFAULT_MAX_ROWS = 4_000_000
+#: Usage stored by task but with tasks cut across row groups is read in task-id ranges, each re-reading the
+#: groups it shares with the previous range; beyond this share of rows re-read, spilling is cheaper.
+MAX_REREAD = 0.5
+#: Rows per batch when reading usage to spill it (bounds the memory of that pass).
+SPILL_BATCH_ROWS = 1 << 20
+_FLOAT32 = (pa.float16(), pa.float32())
+_T = TypeVar("_T")
 #: How to go on despite invalid usage rows (the last line of the error).
 SKIP_HINT = ("to drop invalid usage rows instead (they are counted): packer profile TRACE --skip-invalid, "
              "then packer solve TRACE --profiles PROFILES")
@@ -60,6 +79,7 @@ class _RowGroup:
     offset: int  # position of the group's first row in its file
     lo: str | None
     hi: str | None
+    nulls: bool  # may hold rows without a task_id
 
 
 @dataclass
@@ -69,6 +89,15 @@ class _Read:
     offsets: list[int]
     task_lo: str | None = None  # keep only task_id in [task_lo, task_hi)
     task_hi: str | None = None
+
+
+@dataclass
+class UsagePlan:
+    """How :func:`scan_usage` reads the usage table: task-complete ``chunks`` (reads of whole row groups, or of
+    groups filtered to a task-id range), and the ``unordered`` row groups, not stored by task, to spill first."""
+
+    chunks: list[list[_Read]]
+    unordered: list[_RowGroup]
 
 
 @dataclass
@@ -97,6 +126,18 @@ class ProblemLog:
         return sum(self.counts.values())
 
 
+_END = object()
+
+
+def _ahead(items: Iterator[_T]) -> Iterator[_T]:
+    """``items``, each computed in a thread while the caller works on the one before (NumPy and Arrow release the GIL)."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(next, items, _END)
+        while (item := future.result()) is not _END:
+            future = pool.submit(next, items, _END)
+            yield item
+
+
 def _row_groups(dataset: ds.Dataset) -> list[_RowGroup]:
     groups = []
     for path in dataset.files:
@@ -110,16 +151,17 @@ def _row_groups(dataset: ds.Dataset) -> list[_RowGroup]:
             lo, hi = (stats.min, stats.max) if has else (None, None)
             if isinstance(lo, bytes):
                 lo, hi = lo.decode(), hi.decode()
-            groups.append(_RowGroup(path, i, rg.num_rows, offset, lo, hi))
+            nulls = stats is None or not stats.has_null_count or stats.null_count > 0
+            groups.append(_RowGroup(path, i, rg.num_rows, offset, lo, hi, nulls))
             offset += rg.num_rows
     return groups
 
 
-def plan_reads(dataset: ds.Dataset, task_ids: np.ndarray, max_rows: int = DEFAULT_MAX_ROWS) -> list[list[_Read]]:
-    """Plan chunks: each chunk is a list of reads, and every task's rows fall in exactly one chunk."""
+def plan_reads(dataset: ds.Dataset, max_rows: int = DEFAULT_MAX_ROWS) -> UsagePlan:
+    """Plan the reads: every task's rows fall in exactly one chunk, or all in the unordered row groups."""
     groups = [g for g in _row_groups(dataset) if g.rows > 0]
     if not groups:
-        return []
+        return UsagePlan([], [])
     if any(g.lo is None for g in groups):
         components = [groups]  # no statistics: any group may hold any task
     else:
@@ -133,39 +175,66 @@ def plan_reads(dataset: ds.Dataset, task_ids: np.ndarray, max_rows: int = DEFAUL
                 components.append([g])
                 hi = g.hi
 
-    def reads(comp: list[_RowGroup], lo=None, hi=None) -> list[_Read]:
-        by_file: dict[str, _Read] = {}
-        for g in sorted(comp, key=lambda g: (g.file, g.index)):
-            r = by_file.setdefault(g.file, _Read(g.file, [], [], lo, hi))
-            r.groups.append(g.index)
-            r.offsets.append(g.offset)
-        return list(by_file.values())
-
-    sorted_ids = np.sort(task_ids.astype(str))
-    chunks: list[list[_Read]] = []
+    plan = UsagePlan([], [])
     pending: list[_RowGroup] = []
     pending_rows = 0
     for comp in components:
         rows = sum(g.rows for g in comp)
         if rows > max_rows:
+            slices = _ranges(comp, max_rows)
+            if slices is None:
+                plan.unordered += comp
+                continue
             if pending:
-                chunks.append(reads(pending))
+                plan.chunks.append(_reads(pending))
                 pending, pending_rows = [], 0
-            lo_i = 0 if comp[0].lo is None else bisect.bisect_left(sorted_ids, min(g.lo for g in comp))
-            hi_i = len(sorted_ids) if comp[0].lo is None else bisect.bisect_right(sorted_ids, max(g.hi for g in comp))
-            parts = -(-rows // max_rows)
-            cuts = np.linspace(lo_i, hi_i, parts + 1).astype(int)[1:-1]
-            bounds = [None, *(sorted_ids[c] for c in cuts), None]
-            chunks += [reads(comp, bounds[k], bounds[k + 1]) for k in range(parts)]
+            plan.chunks += slices
             continue
         if pending_rows + rows > max_rows and pending:
-            chunks.append(reads(pending))
+            plan.chunks.append(_reads(pending))
             pending, pending_rows = [], 0
         pending += comp
         pending_rows += rows
     if pending:
-        chunks.append(reads(pending))
-    return chunks
+        plan.chunks.append(_reads(pending))
+    plan.unordered.sort(key=lambda g: (g.file, g.index))
+    return plan
+
+
+def _reads(groups: list[_RowGroup], lo: str | None = None, hi: str | None = None) -> list[_Read]:
+    by_file: dict[str, _Read] = {}
+    for g in sorted(groups, key=lambda g: (g.file, g.index)):
+        r = by_file.setdefault(g.file, _Read(g.file, [], [], lo, hi))
+        r.groups.append(g.index)
+        r.offsets.append(g.offset)
+    return list(by_file.values())
+
+
+def _ranges(comp: list[_RowGroup], max_rows: int) -> list[list[_Read]] | None:
+    """Chunks of task-id ranges of ``comp`` (row groups sorted by task range, overlapping), each of about ``max_rows``
+    rows and reading the groups its range meets; None if a range would read over ``max_rows`` plus one group, or all
+    together would re-read more than ``MAX_REREAD`` of the rows (the groups are not stored by task)."""
+    if comp[0].lo is None or any(g.nulls for g in comp):
+        return None  # rows without a task_id belong to no range: spill them to report them
+    cuts: list[str] = []  # where each range but the first starts: at a group's first task, after the last cut
+    run = 0
+    for g in comp:
+        if run and run + g.rows > max_rows and g.lo > (cuts[-1] if cuts else comp[0].lo):
+            cuts.append(g.lo)
+            run = 0
+        run += g.rows
+    bounds = [None, *cuts, None]
+    budget = (1 + MAX_REREAD) * sum(g.rows for g in comp)
+    largest = max_rows + max(g.rows for g in comp)
+    ranges = []
+    for lo, hi in zip(bounds, bounds[1:]):
+        meets = [g for g in comp if (hi is None or g.lo < hi) and (lo is None or g.hi >= lo)]
+        rows = sum(g.rows for g in meets)
+        budget -= rows
+        if budget < 0 or rows > largest:
+            return None
+        ranges.append(_reads(meets, lo, hi))
+    return ranges
 
 
 def _to_seconds(ts: pa.ChunkedArray) -> np.ndarray:
@@ -187,7 +256,11 @@ def _read(read: _Read, dims: list[str], task_index: pa.Array, log: ProblemLog, s
             keep = pc.and_(keep, pc.less(ids, read.task_hi))
         mask = pc.fill_null(keep, False).to_numpy(zero_copy_only=False)
         table, rows = table.filter(pa.array(mask)), rows[mask]
+    return _check(read.file, table, rows, dims, task_index, log, skip_invalid)
 
+
+def _check(file: str, table: pa.Table, rows: np.ndarray, dims: list[str], task_index: pa.Array, log: ProblemLog, skip_invalid: bool) -> UsageChunk:
+    """Convert and validate usage rows read from ``file``; ``rows`` are their row numbers in it."""
     ids = table["task_id"].combine_chunks()
     if pa.types.is_dictionary(ids.type):
         codes_of_dict = pc.index_in(ids.dictionary.cast(pa.string()), value_set=task_index)
@@ -212,20 +285,59 @@ def _read(read: _Read, dims: list[str], task_index: pa.Array, log: ProblemLog, s
         return rows_text
 
     bad = unknown | ts_null
-    log.add(read.file, "task_id", "usage for a task that tasks.parquet does not list", unknown, rows, describe([]))
-    log.add(read.file, "ts", "missing timestamp", ts_null, rows, describe([]))
+    log.add(file, "task_id", "usage for a task that tasks.parquet does not list", unknown, rows, describe([]))
+    log.add(file, "ts", "missing timestamp", ts_null, rows, describe([]))
     for d in dims:
         v = values[d]
         checks = [("missing or NaN value", np.isnan(v)), ("infinite value", np.isinf(v)), ("negative value", v < 0)]
         if d in PLAUSIBLE_MAX:
             checks.append((f"implausibly large (over {PLAUSIBLE_MAX[d]:g} {UNITS[d]}: wrong unit?)", np.isfinite(v) & (v > PLAUSIBLE_MAX[d])))
         for message, mask in checks:
-            log.add(read.file, d, message, mask, rows, describe([d]))
+            log.add(file, d, message, mask, rows, describe([d]))
             bad |= mask
     if skip_invalid and bad.any():
         keep = ~bad
         return UsageChunk(task[keep], ts[keep], {d: v[keep] for d, v in values.items()})
     return UsageChunk(task, ts, values)
+
+
+def _spill(groups: list[_RowGroup], dims: list[str], task_index: pa.Array, log: ProblemLog, skip_invalid: bool,
+           partitions: Partitions, batch_rows: int, progress: Callable[[int], None] | None) -> None:
+    """Read ``groups`` once, in batches, validating each and spilling it into ``partitions`` by task."""
+
+    def checked() -> Iterator[tuple[UsageChunk, pa.RecordBatch]]:
+        for file, in_file in itertools.groupby(groups, key=lambda g: g.file):
+            pf = pq.ParquetFile(file, read_dictionary=["task_id"])
+            for g in in_file:
+                offset = g.offset
+                for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[g.index], columns=["task_id", "ts", *dims], use_threads=True):
+                    rows = np.arange(offset, offset + batch.num_rows)
+                    offset += batch.num_rows
+                    yield _check(file, pa.Table.from_batches([batch]), rows, dims, task_index, log, skip_invalid), batch
+
+    with contextlib.closing(_ahead(checked())) as batches:
+        for chunk, batch in batches:
+            if skip_invalid or not log.total:  # once a row is invalid, read on only to count every problem
+                # Values read as float32 are spilled as such (exactly: they were widened), half the bytes.
+                narrow = {d: v.astype(np.float32) if batch.schema.field(d).type in _FLOAT32 else v for d, v in chunk.values.items()}
+                partitions.write({"task": chunk.task, "ts": chunk.ts, **narrow})
+            if progress is not None:
+                progress(batch.num_rows)
+
+
+def _unspill(partitions: Partitions, k: int, dims: list[str]) -> UsageChunk:
+    """Partition ``k``, its rows grouped by task and in file order within a task: rows read in time order then need
+    no sort by (task, time), and this sort runs in :func:`scan_usage`'s reading thread."""
+    columns = partitions.read(k)
+    order = np.argsort(columns["task"], kind="stable")
+    return UsageChunk(columns["task"][order], columns["ts"][order], {d: columns[d][order].astype(np.float64, copy=False) for d in dims})
+
+
+def _no_room(trace: Trace, rows: int, dims: list[str], exc: OSError) -> InputError:
+    need = -(-rows * (12 + 8 * len(dims)) // 2**20)  # MiB at most: task, ts and float64 values
+    return InputError([Problem(str(trace.usage_path), "task_id", f"usage not stored by task is partitioned by task into temporary "
+                               f"files first, and writing them in {tempfile.gettempdir()} failed: {exc}", 0),
+                       Problem("", "", f"set TMPDIR to a folder with {need:,} MiB free, or write usage sorted by task_id", 0)])
 
 
 def scan_usage(
@@ -236,14 +348,19 @@ def scan_usage(
     max_rows: int = DEFAULT_MAX_ROWS,
     progress: Callable[[int], None] | None = None,
     log: ProblemLog | None = None,
+    by_task: bool = True,
 ) -> Iterator[UsageChunk]:
-    """Yield task-complete :class:`UsageChunk` s of at most ``max_rows`` rows (plus one row group).
+    """Yield task-complete :class:`UsageChunk` s of about ``max_rows`` rows (at most that plus one row group
+    when the table is stored by task). With ``by_task=False`` (to check rows only), usage not stored by task
+    is yielded a row group at a time as stored, with no spill.
 
     ``dims`` defaults to every resource column of the usage table. ``progress`` is
-    called with the number of rows read after each chunk. Without ``skip_invalid``,
-    any invalid row makes the scan end with an :class:`InputError` after all chunks
+    called with numbers of rows as the scan goes through them. Without ``skip_invalid``,
+    any invalid row makes the scan end with an :class:`InputError` after all rows
     were checked (so the counts are complete); callers must not write output before
-    the scan ends. With it, invalid rows are dropped and counted in ``log``.
+    the scan ends. With it, invalid rows are dropped and counted in ``log``. Close
+    the generator (``contextlib.closing``) when stopping early, so that the spill
+    folder of unordered usage is removed at once.
     """
     dataset = trace.usage_dataset()
     dims = usage_dims(dataset) if dims is None else dims
@@ -252,7 +369,10 @@ def scan_usage(
         raise InputError([Problem(str(trace.usage_path), ", ".join(missing), "column missing from usage", 0)])
     log = ProblemLog() if log is None else log
     task_index = pa.array(trace.tasks["task_id"].to_numpy(dtype=str), type=pa.string())
-    chunks = plan_reads(dataset, trace.tasks["task_id"].to_numpy(dtype=str), max_rows)
+    plan = plan_reads(dataset, max_rows)
+    if not by_task:
+        plan.chunks += [_reads([g]) for g in plan.unordered]
+        plan.unordered = []
 
     def load(chunk: list[_Read]) -> UsageChunk:
         parts = [_read(r, dims, task_index, log, skip_invalid) for r in chunk]
@@ -264,13 +384,27 @@ def scan_usage(
             {d: np.concatenate([p.values[d] for p in parts]) for d in dims},
         )
 
-    # Read the next chunk while the caller computes on this one (NumPy and Arrow release the GIL).
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        future = pool.submit(load, chunks[0]) if chunks else None
-        for k in range(len(chunks)):
-            chunk = future.result()
-            future = pool.submit(load, chunks[k + 1]) if k + 1 < len(chunks) else None
-            if progress is not None:
+    # (how to load a chunk, whether its rows still count as read)
+    jobs: list[tuple[Callable[[], UsageChunk], bool]] = [(functools.partial(load, c), True) for c in plan.chunks]
+    with contextlib.ExitStack() as stack:
+        if plan.unordered:
+            rows = sum(g.rows for g in plan.unordered)
+            try:
+                folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="packer-usage-")))
+            except OSError as exc:
+                raise _no_room(trace, rows, dims, exc) from None
+            # Hashing tasks leaves partitions uneven: aim at 80% of max_rows each.
+            partitions = Partitions(folder, min(1 << 16, -(-rows * 5 // (4 * max_rows))), "task")
+            try:
+                _spill(plan.unordered, dims, task_index, log, skip_invalid, partitions, min(max_rows, SPILL_BATCH_ROWS), progress)
+            except SpillError as exc:
+                raise _no_room(trace, rows, dims, exc.args[0]) from None
+            if partitions.files and (skip_invalid or not log.total):
+                jobs += [(functools.partial(_unspill, partitions, k, dims), False) for k in range(partitions.parts)]
+        # The next chunk loads while the caller computes on this one.
+        chunks = stack.enter_context(contextlib.closing(_ahead((job(), counts) for job, counts in jobs)))
+        for chunk, counts in chunks:
+            if progress is not None and counts:
                 progress(len(chunk.task))
             if skip_invalid or not log.total:
                 yield chunk  # once a row is invalid, scan on only to count every problem
