@@ -10,7 +10,6 @@ import dataclasses
 import functools
 import json
 import math
-import os
 import sys
 from pathlib import Path
 from typing import Callable
@@ -241,9 +240,3 @@ def rules_from(ctx: click.Context, flags: dict, anti_affinity: tuple[tuple[str, 
     # The file's values replace the flags' defaults (read_constraints keeps our pairs and adds its own).
     return dataclasses.replace(read_constraints(constraints, base=rules), **given)
 
-
-def exit_at_once(code: int) -> None:
-    """Exit with ``code`` without waiting for a native solver's thread a stop request left running (every write is atomic)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)

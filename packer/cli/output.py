@@ -203,7 +203,8 @@ def echo_sweep_stopped(signum: int, result, aborted: bool = False) -> None:
     """The line after a SIGINT/SIGTERM stopped ``packer sweep``; ``result``: the sweep written, or None."""
     name = signal.Signals(signum).name
     if aborted:
-        line = f"aborted by a second {name}: no sweep written (an earlier sweep folder is left as it was)"
+        line = (f"aborted by a second {name}: no sweep written (an earlier sweep folder is left as it was)" if result is None
+                else f"aborted by a second {name} after the sweep was written to {result.path}")
     elif result is None:
         line = f"interrupted by {name} before a point was solved: nothing written"
     else:

@@ -2,18 +2,18 @@
 from __future__ import annotations
 
 import dataclasses
-import signal
 import sys
 import time
 from pathlib import Path
 
 import click
 
-from packer import api, interrupt
+from packer import api
 from packer.characterization.characterize import read_profiles
-from packer.cli.options import (LazyProgressBar, PresetName, default_out, exit_at_once, fleet_opt, positive_seconds, recorded_profiling,
-                                rule_options, sensitivity_opts, trace_arg)
+from packer.cli.options import (LazyProgressBar, PresetName, default_out, fleet_opt, positive_seconds, recorded_profiling, rule_options,
+                                sensitivity_opts, trace_arg)
 from packer.cli.output import echo_plan, echo_stopped, echo_verify, solve_progress
+from packer.cli.signals import exit_on_signals
 from packer.io.atomic import refuse_to_overwrite_input
 from packer.io.output_check import check_output_writable
 from packer.io.presets import get_preset
@@ -83,37 +83,24 @@ def solve(trace: Path, goal: str, config: str, rules: RuleOptions, time_limit: f
     refuse_to_overwrite_input(out, trace)
     check_output_writable(out)
     started = time.perf_counter()
-    written = None
-    with interrupt.handle_signals():
-        try:
-            t = read_trace(trace, fleet)
-            budget = "unlimited" if rules.max_moves is None else f"{rules.max_moves:,}"
-            click.echo(f"{preset.title}: {len(t.tasks):,} tasks, {len(t.hosts):,} hosts, goal {goal}, max moves {budget}, solver {solver}, "
-                       f"time limit {time_limit:g} s", err=True)
-            profiles = read_profiles(profiles_path, t) if profiles_path else None
-            # Profiling happens only when the configuration needs profiles, so its bar opens on the first rows read.
-            characterizing = "characterizing workloads (K-means classes, sensitivity scores)" if preset.sensitivity else None
-            with (LazyProgressBar("profiling usage", lambda: t.usage_dataset().count_rows(), then=characterizing) as on_profile,
-                  solve_progress() as on_progress):
-                plan = api.solve(
-                    t, config=preset.name, goal=goal, solver=solver, time_limit=time_limit, seed=seed, deterministic=deterministic,
-                    weights=GoalWeights(fragmentation=fragmentation_weight, sensitivity=sensitivity_weight, moves=move_weight),
-                    **dataclasses.asdict(rules), profiles=profiles, sensitivity=sensitivity_path, sensitivity_basis=sensitivity_basis,
-                    class_scores=class_scores, classes_from=classes_from, fleet=fleet, on_profile=on_profile, on_progress=on_progress,
-                    start=start, **recorded_profiling(profiles_path))
-            written = plan = plan.write(out)
-            echo_plan(plan, time.perf_counter() - started)
-        except KeyboardInterrupt:  # a stop request before there was a plan (packer.interrupt)
-            signum = interrupt.stop_signal() or signal.SIGINT
-            echo_stopped(signum, None)
-            exit_at_once(128 + signum)
-        except interrupt.Abort as exc:
-            echo_stopped(exc.signum, written, aborted=True)
-            exit_at_once(128 + exc.signum)
-        if interrupt.stop_requested():
-            echo_stopped(interrupt.stop_signal(), plan)
-            exit_at_once(128 + interrupt.stop_signal())
-
+    with exit_on_signals(echo_stopped) as written:
+        t = read_trace(trace, fleet)
+        budget = "unlimited" if rules.max_moves is None else f"{rules.max_moves:,}"
+        click.echo(f"{preset.title}: {len(t.tasks):,} tasks, {len(t.hosts):,} hosts, goal {goal}, max moves {budget}, solver {solver}, "
+                   f"time limit {time_limit:g} s", err=True)
+        profiles = read_profiles(profiles_path, t) if profiles_path else None
+        # Profiling happens only when the configuration needs profiles, so its bar opens on the first rows read.
+        characterizing = "characterizing workloads (K-means classes, sensitivity scores)" if preset.sensitivity else None
+        with (LazyProgressBar("profiling usage", lambda: t.usage_dataset().count_rows(), then=characterizing) as on_profile,
+              solve_progress() as on_progress):
+            plan = api.solve(
+                t, config=preset.name, goal=goal, solver=solver, time_limit=time_limit, seed=seed, deterministic=deterministic,
+                weights=GoalWeights(fragmentation=fragmentation_weight, sensitivity=sensitivity_weight, moves=move_weight),
+                **dataclasses.asdict(rules), profiles=profiles, sensitivity=sensitivity_path, sensitivity_basis=sensitivity_basis,
+                class_scores=class_scores, classes_from=classes_from, fleet=fleet, on_profile=on_profile, on_progress=on_progress,
+                start=start, **recorded_profiling(profiles_path))
+        written.value = plan = plan.write(out)
+        echo_plan(plan, time.perf_counter() - started)
 
 
 @click.command(short_help="Check a plan folder against its trace.")

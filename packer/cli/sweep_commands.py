@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-import signal
 import sys
 import time
 from pathlib import Path
@@ -10,10 +9,10 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from packer import interrupt
-from packer.cli.options import (LazyProgressBar, PresetName, default_out, exit_at_once, fleet_opt, positive_seconds, rule_options, sensitivity_opts,
+from packer.cli.options import (LazyProgressBar, PresetName, default_out, fleet_opt, positive_seconds, rule_options, sensitivity_opts,
                                 trace_arg)
 from packer.cli.output import echo_sweep, echo_sweep_stopped, sweep_progress
+from packer.cli.signals import exit_on_signals
 from packer.io.atomic import refuse_to_overwrite_input
 from packer.io.output_check import check_output_writable
 from packer.io.trace import read_trace
@@ -101,23 +100,12 @@ def sweep(trace: Path, configs: tuple[str, ...], weights: str, refine: int, base
         sensitivity=str(sensitivity_path) if sensitivity_path else None, no_new_risk=no_new_risk, sensitivity_basis=sensitivity_basis,
         class_scores=class_scores, classes_from=str(classes_from) if classes_from else None, refine=refine)
     started = time.perf_counter()
-    with interrupt.handle_signals():
-        try:
-            t = read_trace(trace, fleet)
-            # The sweep profiles usage only when a configuration needs profiles, so the bar opens on the first rows read.
-            with LazyProgressBar("profiling usage", lambda: t.usage_dataset().count_rows()) as on_usage:
-                result = run_sweep(trace, out, options, progress=sweep_progress(), usage_progress=on_usage, resume=resume)
-            echo_sweep(result, time.perf_counter() - started)
-        except KeyboardInterrupt:  # a stop request before a point was solved (packer.interrupt)
-            signum = interrupt.stop_signal() or signal.SIGINT
-            echo_sweep_stopped(signum, None)
-            exit_at_once(128 + signum)
-        except interrupt.Abort as exc:
-            echo_sweep_stopped(exc.signum, None, aborted=True)
-            exit_at_once(128 + exc.signum)
-        if interrupt.stop_requested():
-            echo_sweep_stopped(interrupt.stop_signal(), result)
-            exit_at_once(128 + interrupt.stop_signal())
+    with exit_on_signals(echo_sweep_stopped) as written:
+        t = read_trace(trace, fleet)
+        # The sweep profiles usage only when a configuration needs profiles, so the bar opens on the first rows read.
+        with LazyProgressBar("profiling usage", lambda: t.usage_dataset().count_rows()) as on_usage:
+            written.value = result = run_sweep(trace, out, options, progress=sweep_progress(), usage_progress=on_usage, resume=resume)
+        echo_sweep(result, time.perf_counter() - started)
     if with_report:
         files = write_report(out)
         click.echo(f"report: {files.html} and {files.markdown}")
