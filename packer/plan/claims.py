@@ -53,7 +53,7 @@ from packer.plan.context import PlanContext
 from packer.solvers.exact import build_exact_model
 from packer.solvers.milp import lp_relaxation_bound, solve_milp
 from packer.solvers.patterns import supported
-from packer.solvers.run import EXACT_MAX_PAIRS, candidate_pairs, engine_bound, pattern_lower_bound
+from packer.solvers.run import EXACT_MAX_PAIRS, bound_detail, candidate_pairs, engine_bound, pattern_lower_bound
 
 #: Relative tolerance of "the objective meets the bound" for status ``optimal`` (CP-SAT rounds its objective to ~1e-6 per host and task).
 OPTIMAL_TOLERANCE = 1e-4
@@ -271,12 +271,10 @@ def _check_flags(found: ClaimsFinding, context: PlanContext, summary: dict[str, 
 def _check_engine_detail(found: ClaimsFinding, problem: PlacementProblem, assign: np.ndarray, detail: dict, own: dict,
                          bound: float | None, name: str) -> None:
     """The engine's bound details (``solver.stats.bound``) against verify's :func:`engine_bound` and the placement."""
-    primary = float(problem.primary_cost[np.unique(assign)].sum())
     expected: dict[str, Any] = {}
     if "freeable_bound" in detail and "freeable_bound" in own:
-        freed = own["primary_before"] - primary
-        share = freed / own["freeable_bound"] if own["freeable_bound"] > 0 else None
-        expected = {"primary_before": own["primary_before"], "freed": freed, "share_of_bound": share}
+        reached = bound_detail(problem, assign, own)
+        expected = {key: reached[key] for key in ("primary_before", "freed", "share_of_bound")}
         if own.get("exact"):
             expected["freeable_bound"] = own["freeable_bound"]
     elif "primary_lower_bound" in detail:
@@ -286,7 +284,7 @@ def _check_engine_detail(found: ClaimsFinding, problem: PlacementProblem, assign
         if _is_number(lower) and _is_number(bound) and lower > bound + _slack(bound):
             found.wrong.append(f"solver.stats.bound.primary_lower_bound: summary says {lower!r}, above the plan's bound {bound!r}")
         if _is_number(lower):
-            expected["primary_gap"] = (primary - lower) / lower if lower > 0 else None
+            expected["primary_gap"] = bound_detail(problem, assign, {"primary_lower_bound": lower})["primary_gap"]
     for key, value in expected.items():
         claimed = detail.get(key)
         if key not in detail:

@@ -161,8 +161,10 @@ def solve_milp(problem: PlacementProblem, *, solver: str = "cbc", time_limit: fl
         return SolveResult.infeasible(problem.current, problem.task_ids[stuck].tolist(), solver, time.perf_counter() - t0)
     with interrupt.stoppable():
         model = build_exact_model(problem, start)
-    run = _run_cbc if solver == "cbc" else _run_highs
-    status, values, model_bound = run(model, time_limit, seed, threads, deterministic)
+    if solver == "cbc":
+        status, values, model_bound = _run_cbc(model, time_limit, seed, threads)
+    else:
+        status, values, model_bound = _run_highs(model, time_limit, seed, threads, deterministic)
     interrupted = interrupt.stop_requested()
     form = model.form
     bound = -math.inf
@@ -193,7 +195,7 @@ def solve_milp(problem: PlacementProblem, *, solver: str = "cbc", time_limit: fl
                               "interrupted_before_a_solution": interrupted and not found})
 
 
-def _run_cbc(model: ExactModel, time_limit: float, seed: int, threads: int, deterministic: bool = False) -> tuple[str, np.ndarray, float | None]:
+def _run_cbc(model: ExactModel, time_limit: float, seed: int, threads: int) -> tuple[str, np.ndarray, float | None]:
     """Solve with CBC from the hints; the status, every variable's value and a bound (objective units, without the constant)."""
     with interrupt.stoppable():
         lp, handles = to_pulp(model)

@@ -88,9 +88,10 @@ STRATEGY_SOLVERS = {"engine": "the engine solver", "exact": "the exact solvers (
                     "fair": "the fair goal's solvers", "baselines": "the baseline policies"}
 
 
-def strategy_of(problem: PlacementProblem, solver: str) -> str:
-    """The strategy (:data:`packer.rules.base.STRATEGIES`) that ``solver`` (a name of :data:`SOLVERS` but ``auto``) runs for ``problem``."""
-    if problem.fair:
+def strategy_of(solver: str, fair: bool) -> str:
+    """The strategy (:data:`packer.rules.base.STRATEGIES`) that ``solver`` (a name of :data:`SOLVERS` but ``auto``) runs,
+    for the ``fair`` goal or another."""
+    if fair:
         return "fair"
     if solver in BASELINES:
         return "baselines"
@@ -122,9 +123,8 @@ def check_solver(solver: str, goal: str, options: RuleOptions) -> None:
         raise InputError(f"--goal fair is solved by the engine and cpsat solvers, not by '{solver}'")
     if solver == "auto" and goal != "fair":
         return
-    strategy = "fair" if goal == "fair" else "baselines" if solver in BASELINES else "engine" if solver == "engine" else "exact"
     # Every strategy honours anti-affinity, the one rule that needs the tasks' services to be built.
-    _refuse_rules(make_rules(dataclasses.replace(options, anti_affinity=())), strategy, solver)
+    _refuse_rules(make_rules(dataclasses.replace(options, anti_affinity=())), strategy_of(solver, goal == "fair"), solver)
 
 
 def _joined(names: list[str]) -> str:
@@ -265,7 +265,7 @@ def _run_solver(problem: PlacementProblem, solver: str, time_limit: float, seed:
         if exact and all("engine" in rule.strategies for rule in problem.rules):
             return _run_auto_exact(problem, time_limit, seed, progress, deterministic, start)
         solver = "highs" if exact else "engine"
-    check_support(problem, strategy_of(problem, solver), solver)
+    check_support(problem, strategy_of(solver, problem.fair), solver)
     if solver in EXACT_MAX_PAIRS and candidate_pairs(problem) > EXACT_MAX_PAIRS[solver]:
         raise InputError(f"the exact {solver} model of this instance would have {candidate_pairs(problem):,} task-host pairs "
                          f"(more than {EXACT_MAX_PAIRS[solver]:,}: it would not stop within the time limit); use --solver engine or auto")
@@ -306,13 +306,17 @@ def _run_engine(problem: PlacementProblem, time_limit: float, seed: int, progres
     result = solve_engine(problem, config, start=start, hosts_per_arch=hosts_per_arch, task_arch=task_arch, starts=starts)
     result.wall_s = clock.wall()
     result.bound = bound if math.isfinite(bound) else -math.inf
-    result.stats["bound"] = _bound_detail(problem, result.assign, detail)
+    result.stats["bound"] = bound_detail(problem, result.assign, detail)
     result.stats["objective_check"] = evaluate(problem, result.assign).objective
     return result
 
 
-def _bound_detail(problem: PlacementProblem, assign: np.ndarray, detail: dict) -> dict:
-    """``detail`` of :func:`engine_bound` with how far the placement ``assign`` gets: cost freed (move budget) or gap (full repack)."""
+def bound_detail(problem: PlacementProblem, assign: np.ndarray, detail: dict) -> dict:
+    """``detail`` of :func:`engine_bound` with how far the placement ``assign`` gets: cost freed (move budget) or gap (full repack).
+
+    Primary-cost units: ``freed`` = ``primary_before`` − the plan's primary cost, ``share_of_bound`` = ``freed`` /
+    ``freeable_bound``; ``primary_gap`` = (primary cost − ``primary_lower_bound``) / ``primary_lower_bound``.
+    """
     detail = dict(detail)
     primary = float(problem.primary_cost[np.unique(assign)].sum())
     if "freeable_bound" in detail:
@@ -351,7 +355,7 @@ def _run_auto_exact(problem: PlacementProblem, time_limit: float, seed: int, pro
     bound = max(engine.bound, exact.bound)
     status = "optimal" if exact.status == "optimal" and best is exact else "feasible"
     stats = dict(best.stats)
-    stats["bound"] = _bound_detail(problem, best.assign, engine.stats["bound"])
+    stats["bound"] = bound_detail(problem, best.assign, engine.stats["bound"])
     stats["method"] = best.solver
     stats["interrupted"] = bool(engine.stats.get("interrupted") or exact.stats.get("interrupted"))
     stats["auto"] = {r.solver: {"status": r.status, "objective": r.objective, "bound": r.bound if math.isfinite(r.bound) else None,
