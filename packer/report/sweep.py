@@ -541,7 +541,7 @@ def run_sweep(
         meta = json_safe({
             "format": SWEEP_FORMAT,
             "trace": str(trace_path.resolve()),
-            "options": {**dataclasses.asdict(options), "presets": str(Path(options.presets).resolve())},
+            "options": _options_record(options),
             "yardstick": yardstick_config,
             "has_usage": has_usage,
             "n_tasks": yardstick.n_tasks,
@@ -574,15 +574,19 @@ def run_sweep(
     return Sweep(out, table, meta)
 
 
+def _options_record(options: SweepOptions) -> dict[str, Any]:
+    """``options`` as ``sweep.json`` records them (the presets path made absolute)."""
+    return {**dataclasses.asdict(options), "presets": str(Path(options.presets).resolve())}
+
+
 def _earlier_sweep(out: Path, options: SweepOptions) -> Path | None:
     """``out`` when it holds a sweep of ``options`` to resume (None when there is none); :class:`InputError` for another sweep's."""
     meta_file = out / SWEEP_FILE
     if not meta_file.exists():
         return None
-    meta = read_json_object(meta_file)
-    wanted = {**dataclasses.asdict(options), "presets": str(Path(options.presets).resolve())}
-    differ = sorted(key for key in wanted if json.loads(json.dumps(meta.get("options", {}).get(key), default=str))
-                    != json.loads(json.dumps(wanted[key], default=str)))
+    recorded = read_json_object(meta_file).get("options") or {}
+    wanted = json_safe(_options_record(options), [])
+    differ = sorted(key for key in wanted if recorded.get(key) != wanted[key])
     if differ:
         raise InputError([Problem(str(meta_file), "options", f"the sweep there was run with other options ({', '.join(differ)}); "
                                   "--resume reuses only the same sweep's plans: drop --resume or choose another --out", 0)])
