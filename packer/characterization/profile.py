@@ -17,11 +17,15 @@ within a task exactly up to about 1e-12 of the chunk's largest value.
 from __future__ import annotations
 
 import contextlib
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from packer.errors import InputError
 from packer.io.trace import Trace, usage_dims
@@ -179,3 +183,25 @@ def summarize_profiles(result: ProfileResult) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows).set_index("dim") if rows else pd.DataFrame()
+
+
+#: Parquet metadata key of profiles.parquet recording how `packer profile` made it (window, skipped rows).
+PROFILING_KEY = b"packer.profiling"
+
+
+def with_profiling(table: pa.Table, window_s: int, skip_invalid_usage: bool) -> pa.Table:
+    """``table`` (profiles) carrying how it was made, so a plan solved on it records what ``packer verify`` must redo."""
+    record = json.dumps({"window_s": window_s, "skip_invalid_usage": skip_invalid_usage}).encode()
+    return table.replace_schema_metadata({**(table.schema.metadata or {}), PROFILING_KEY: record})
+
+
+def recorded_profiling(profiles: Path | None) -> dict:
+    """The ``window_s`` and ``skip_invalid_usage`` a profiles.parquet was made with ({} if unrecorded), as ``api.solve`` keywords."""
+    if profiles is None:
+        return {}
+    try:
+        record = (pq.read_schema(profiles).metadata or {}).get(PROFILING_KEY)
+        values = json.loads(record) if record else {}
+    except (pa.ArrowInvalid, OSError, ValueError) as exc:
+        raise InputError(f"{profiles}: not a readable profiles file: {exc}") from None
+    return {key: values[key] for key in ("window_s", "skip_invalid_usage") if key in values}

@@ -8,18 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import math
 import sys
 from pathlib import Path
 from typing import Callable
 
 import click
-import pyarrow as pa
-import pyarrow.parquet as pq
 from click.core import ParameterSource
 
-from packer.errors import InputError
 from packer.io.constraints import read_constraints
 from packer.io.presets import DEFAULT_PRESETS, load_presets
 from packer.io.resources import SAMPLE_NAME, sample_trace
@@ -30,28 +26,6 @@ from packer.model.rpf import RP_CAP, RP_FLOOR
 def default_out(trace: Path, name: str) -> Path:
     """Where a step writes when no --out is given: ``out/<trace name>/<name>`` under the working folder."""
     return Path("out") / Path(trace).resolve().name / name
-
-
-#: Parquet metadata key of profiles.parquet recording how `packer profile` made it (window, skipped rows).
-PROFILING_KEY = b"packer.profiling"
-
-
-def with_profiling(table: pa.Table, window_s: int, skip_invalid_usage: bool) -> pa.Table:
-    """``table`` (profiles) carrying how it was made, so a plan solved on it records what ``packer verify`` must redo."""
-    record = json.dumps({"window_s": window_s, "skip_invalid_usage": skip_invalid_usage}).encode()
-    return table.replace_schema_metadata({**(table.schema.metadata or {}), PROFILING_KEY: record})
-
-
-def recorded_profiling(profiles: Path | None) -> dict:
-    """The ``window_s`` and ``skip_invalid_usage`` a profiles.parquet was made with ({} if unrecorded), as ``api.solve`` keywords."""
-    if profiles is None:
-        return {}
-    try:
-        record = (pq.read_schema(profiles).metadata or {}).get(PROFILING_KEY)
-        values = json.loads(record) if record else {}
-    except (pa.ArrowInvalid, OSError, ValueError) as exc:
-        raise InputError(f"{profiles}: not a readable profiles file: {exc}") from None
-    return {key: values[key] for key in ("window_s", "skip_invalid_usage") if key in values}
 
 
 def progress_bar(label: str, length: int):

@@ -10,7 +10,8 @@ import click
 
 from packer import api
 from packer.characterization.characterize import read_profiles
-from packer.cli.options import (LazyProgressBar, PresetName, default_out, fleet_opt, positive_seconds, recorded_profiling, rule_options,
+from packer.characterization.profile import recorded_profiling
+from packer.cli.options import (LazyProgressBar, PresetName, default_out, fleet_opt, positive_seconds, rule_options,
                                 sensitivity_opts, trace_arg)
 from packer.cli.output import echo_plan, echo_stopped, echo_verify, solve_progress
 from packer.cli.signals import exit_on_signals

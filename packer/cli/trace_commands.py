@@ -12,9 +12,9 @@ import pyarrow.parquet as pq
 from packer.characterization.characterize import characterize as run_characterize
 from packer.characterization.characterize import read_profiles, write_characterization
 from packer.characterization.classes import read_reference_classes
-from packer.characterization.profile import profile_tasks, summarize_profiles
+from packer.characterization.profile import profile_tasks, summarize_profiles, with_profiling
 from packer.characterization.sensitivity import DEFAULT_SENSITIVITY, load_sensitivity
-from packer.cli.options import default_out, fleet_opt, progress_bar, sensitivity_opts, skip_opt, trace_arg, with_profiling
+from packer.cli.options import default_out, fleet_opt, progress_bar, sensitivity_opts, skip_opt, trace_arg
 from packer.cli.output import echo_characterization, echo_generated, echo_import, echo_profiles, echo_skipped_usage
 from packer.io.atomic import atomic_file, refuse_to_overwrite_input
 from packer.io.generate import check_arguments, generate_trace, sample_count
