@@ -4,15 +4,18 @@ Move-bounded repacking is mostly a choice of which hosts to empty: a host's cost
 is saved only when every task leaves it (ARCHITECTURE.md, "What is known"). The
 engine therefore works host by host, on one :class:`~packer.model.state.PlacementState`:
 
-1. **Emptying greedy.** Candidate hosts (occupied, no pinned task) are ranked by
-   the objective they would save per move (their open cost per task). For each,
-   its tasks are placed, largest first, on the best host that stays open
-   (:func:`best_host`); when they do not all fit, the engine tries a *swap*: moving
-   them all to one cheaper empty host. A host is committed only if all of its tasks
-   found a place, the move budget allows it, the objective improves and every rule
-   still holds; otherwise its tentative moves are undone. Emptying a host that
-   received tasks earlier is allowed (its tasks then move again), so the greedy can
-   repeat in passes until nothing improves.
+1. **Emptying greedy.** Candidate hosts (occupied, no pinned task) are tried one
+   by one: a host's tasks are placed, largest first, on the best host that stays
+   open (:func:`best_host`); when they do not all fit, the engine tries a *swap*:
+   moving them all to one cheaper empty host. A host is committed only if all of its
+   tasks found a place, the move budget allows it, the objective improves and every
+   rule still holds; otherwise its tentative moves are undone. While the move budget
+   binds, the host committed next is the one whose emptying saves the most per move
+   on the placement as it is (:func:`_empty_best_first`); otherwise hosts are tried
+   in rank order (open cost per task, or in a full repack the least-used, most
+   expensive capacity first). Emptying a host that received tasks earlier is allowed
+   (its tasks then move again), so the greedy can repeat in passes until nothing
+   improves.
    With an interference goal (a positive sensitivity weight), **relief** moves
    (single tasks off hosts over their sensitivity limit, :func:`_relieve_interference`)
    compete with emptying for the move budget: the engine tries several splits of the
@@ -46,6 +49,7 @@ and it is anytime: at the time limit, or on Ctrl-C, it returns the best placemen
 """
 from __future__ import annotations
 
+import heapq
 import logging
 import time
 from dataclasses import dataclass
@@ -118,13 +122,18 @@ class EngineConfig:
     primary_target: float | None = None
 
 
-def _try_empty(state: PlacementState, h: int, budget: float, open_mask: np.ndarray, swap_targets: np.ndarray) -> float:
-    """Try to move every task off host ``h``; commit and return the objective gain, or undo and return 0."""
+def _moves_to_empty(state: PlacementState, h: int) -> int:
+    """Moves emptying host ``h`` adds to the plan: its tasks whose original host it is (a task moved here earlier is counted already)."""
+    return int(np.count_nonzero(state.p.current[list(state.tasks_on[h])] == h))
+
+
+def _try_empty(state: PlacementState, h: int, budget: float, open_mask: np.ndarray, swap_targets: np.ndarray, commit: bool = True) -> float:
+    """Try to move every task off host ``h``; return the objective gain (0 if none), committed only if ``commit``."""
     p = state.p
     tasks = sorted(state.tasks_on[h], key=lambda t: -float((p.demand[t] * state.inv_cap[h]).sum()))
     # Each task whose original host this is becomes a move; a task moved here earlier stays
     # moved (or returns home, saving one): counting only the former never exceeds the budget.
-    extra_moves = sum(1 for t in tasks if p.current[t] == h)
+    extra_moves = _moves_to_empty(state, h)
     if state.moves + extra_moves > budget:
         return 0.0
     allowed = open_mask.copy()
@@ -140,16 +149,20 @@ def _try_empty(state: PlacementState, h: int, budget: float, open_mask: np.ndarr
         state.move(t, to)
     else:
         if change < -1e-9 and state.holds():
-            open_mask[h] = False
+            if commit:
+                open_mask[h] = False
+            else:
+                for t in reversed(moved):
+                    state.move(t, h)
             return -change
     for t in reversed(moved):
         state.move(t, h)
-    return _try_swap(state, h, budget, open_mask, swap_targets, tasks, extra_moves)
+    return _try_swap(state, h, budget, open_mask, swap_targets, tasks, extra_moves, commit)
 
 
 def _try_swap(state: PlacementState, h: int, budget: float, open_mask: np.ndarray, swap_targets: np.ndarray, tasks: list[int],
-              extra_moves: int) -> float:
-    """Move all of ``h``'s tasks onto one cheaper empty host, if that lowers the objective."""
+              extra_moves: int, commit: bool = True) -> float:
+    """Move all of ``h``'s tasks onto one cheaper empty host, if that lowers the objective; the gain, committed only if ``commit``."""
     p = state.p
     if state.moves + extra_moves > budget or not len(swap_targets):
         return 0.0
@@ -169,13 +182,14 @@ def _try_swap(state: PlacementState, h: int, budget: float, open_mask: np.ndarra
             return 0.0
         change += float(state.objective_delta(t, g)[0])
         state.move(t, int(g[0]))
-    if change < -1e-9 and state.holds():
+    gain = -change if change < -1e-9 and state.holds() else 0.0
+    if gain and commit:
         open_mask[h] = False
         open_mask[g] = True
-        return -change
+        return gain
     for t in tasks:
         state.move(t, h)
-    return 0.0
+    return gain
 
 
 def _candidate_order(state: PlacementState, rng: np.random.Generator, full_repack: bool) -> np.ndarray:
@@ -258,26 +272,75 @@ def _cheapest_closed(state: PlacementState, t: int, closed: np.ndarray, price: n
 
 def _empty_hosts(state: PlacementState, budget: float, full: bool, config: EngineConfig, rng: np.random.Generator, clock: SearchClock,
                  report) -> bool:
-    """Emptying passes until no pass improves; returns True if the clock ran out first."""
+    """Emptying passes until no pass improves; returns True if the clock ran out first.
+
+    While the move budget binds (fewer moves than movable tasks), a pass empties hosts
+    best gain per move first (:func:`_empty_best_first`): in rank order, a host whose
+    emptying saves little (a swap onto an equally priced empty host) could spend moves
+    that free more elsewhere.
+    """
     open_mask = state.count > 0
     swap_targets = np.flatnonzero(state.receiver & (state.count == 0))
+    binding = budget < int(state.p.movable.sum())
     for sweep in range(config.passes):
-        gained = 0.0
-        for k, h in enumerate(_candidate_order(state, rng, full)):
-            if state.count[h] == 0:
-                continue
-            if state.moves >= budget:
-                break
-            gained += _try_empty(state, int(h), budget, open_mask, swap_targets)
-            clock.spend(STEP_WORK)
-            if k % 256 == 0:
-                if clock.expired():
-                    return True
-                report(f"empty hosts, pass {sweep + 1}")
+        phase = f"empty hosts, pass {sweep + 1}"
+        order = _candidate_order(state, rng, full)
+        if binding:
+            gained, expired = _empty_best_first(state, budget, open_mask, swap_targets, order, clock, lambda: report(phase))
+            if expired:
+                return True
+        else:
+            gained = 0.0
+            for k, h in enumerate(order):
+                if state.count[h] == 0:
+                    continue
+                if state.moves >= budget:
+                    break
+                gained += _try_empty(state, int(h), budget, open_mask, swap_targets)
+                clock.spend(STEP_WORK)
+                if k % 256 == 0:
+                    if clock.expired():
+                        return True
+                    report(phase)
         log.info("pass %d: objective gain %.4f, moves %d", sweep + 1, gained, state.moves)
         if gained <= 1e-9:
             break
     return False
+
+
+def _empty_best_first(state: PlacementState, budget: float, open_mask: np.ndarray, swap_targets: np.ndarray, order: np.ndarray,
+                      clock: SearchClock, report: Callable[[], None]) -> tuple[float, bool]:
+    """Empty hosts in decreasing order of objective gain per added move; returns (gain, whether the clock ran out).
+
+    A lazy greedy: every candidate enters a queue at an optimistic rate, its open cost
+    per move; the best is tried on the state as it is, and committed if its real rate
+    still beats every other candidate's queued rate, else queued again at its real
+    rate. Rates mostly fall as other hosts fill up, so a queued rate is an optimistic
+    one and only hosts that could be chosen are tried (a few per emptied host, not
+    every host of the fleet). ``order`` breaks ties.
+    """
+    queue = [(-state.open_cost[h] / max(_moves_to_empty(state, h), 1), k, h) for k, h in enumerate(order.tolist())]
+    heapq.heapify(queue)
+    gained, tries = 0.0, 0
+    while queue and state.moves < budget:
+        _, k, h = heapq.heappop(queue)
+        if not state.count[h]:
+            continue
+        gain = _try_empty(state, h, budget, open_mask, swap_targets, commit=False)
+        clock.spend(STEP_WORK)
+        tries += 1
+        if tries % 256 == 0:
+            if clock.expired():
+                return gained, True
+            report()
+        if gain <= 1e-9:
+            continue
+        rate = gain / max(_moves_to_empty(state, h), 1)
+        if queue and rate < -queue[0][0] - 1e-12:
+            heapq.heappush(queue, (-rate, k, h))
+            continue
+        gained += _try_empty(state, h, budget, open_mask, swap_targets)
+    return gained, False
 
 
 #: Relief candidates in a row that may fail before a relief pass stops (see :func:`_relieve_interference`).
