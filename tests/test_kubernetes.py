@@ -71,13 +71,17 @@ def test_import_maps_nodes_pods_owners_and_pins(solved):
     assert {(p["name"], p["allowed"]) for p in meta["pdbs"]} == {("web", 1), ("db", 1)}
 
 
-def test_spread_constraints_and_local_volumes_are_read(tmp_path):
+def test_spread_constraints_local_volumes_and_node_selection_are_read(tmp_path):
     snapshot = cluster()
     web = next(p for p in snapshot["pods.json"]["items"] if p["metadata"]["name"] == "web-5d8f7c9b6d-00000")
     web["spec"]["topologySpreadConstraints"] = [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway",
                                                  "labelSelector": {"matchLabels": {"app": "web"}}, "matchLabelKeys": ["pod-template-hash"]}]
     db = next(p for p in snapshot["pods.json"]["items"] if p["metadata"]["name"] == "db-0")
     db["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data-db-0"}}]
+    api = next(p for p in snapshot["pods.json"]["items"] if p["metadata"]["name"] == "api-7f9c-00000")
+    api["spec"]["nodeSelector"] = {"pool": "gone"}  # matches no node, not even its own
+    w_a = next(p for p in snapshot["pods.json"]["items"] if p["metadata"]["name"] == "web-5d8f7c9b6d-00005")
+    w_a["spec"]["nodeSelector"] = {"topology.kubernetes.io/zone": "zone-a"}  # part of m5.xlarge (w-a) and of m5.2xlarge (big-1)
     snapshot["pvs.json"] = {"kind": "List", "items": [{"metadata": {"name": "pv-1"}, "spec": {"local": {"path": "/mnt/disk"},
                                                                                           "claimRef": {"namespace": "shop", "name": "data-db-0"}}}]}
     write_snapshot(tmp_path / "snap", snapshot, usage=False)
@@ -86,6 +90,9 @@ def test_spread_constraints_and_local_volumes_are_read(tmp_path):
     spread = meta["pods"]["shop/web-5d8f7c9b6d-00000"]["topology_spread"]
     assert spread[0]["label_selector"]["matchLabels"] == {"app": "web", "pod-template-hash": "5d8f7c9b6d"}
     assert meta["pods"]["shop/db-0"]["pinned"] == "local PersistentVolume"
+    assert meta["pods"]["api/api-7f9c-00000"]["pinned"] == "node selection matches no node (not even its own)"
+    assert meta["pods"]["shop/web-5d8f7c9b6d-00005"]["pinned"] == "node selection allows part of an architecture's nodes"
+    assert meta["pods"]["shop/web-5d8f7c9b6d-00004"]["pinned"] is None
     assert not (tmp_path / "trace" / "usage.parquet").exists()
 
 
@@ -215,6 +222,10 @@ def test_waves_split_on_pdb_budget_and_on_room_freed_in_the_same_wave():
     meta["pdbs"][0]["allowed"] = 0
     _waves(moves(("x1", "b")), meta, problems, "m")
     assert len(problems) == 2 and "allows no eviction" in problems[1].message
+    meta["pdbs"].append({"namespace": "ns", "name": "x-again", "pods": ["x2"], "allowed": 5, "expected_pods": 1})
+    meta["pdbs"][0]["allowed"] = 2
+    _waves(moves(("x2", "b")), meta, problems, "m")
+    assert len(problems) == 3 and "several PodDisruptionBudgets cover (ns/x, ns/x-again)" in problems[2].message
 
 
 def test_export_refuses_a_trace_that_is_not_a_kubernetes_import(solved, tmp_path):

@@ -33,7 +33,7 @@ through a temporary host (Kubernetes cannot park a pod and move it again: its
 replacement has another name); a move whose target lacks room by requests even after
 every earlier wave (a plan packed by usage, e.g. ``--config p99``, that requests do not
 fit: solve with ``--config baseline``); a move of a pod whose PodDisruptionBudget
-allows no eviction; a final placement that breaks a pod's ``topologySpreadConstraints``
+allows no eviction, or that several budgets cover (the Eviction API refuses it); a final placement that breaks a pod's ``topologySpreadConstraints``
 with ``whenUnsatisfiable: DoNotSchedule`` (the skew over the topology's domains, nodes
 to remove left out, exceeds ``maxSkew`` and is worse than before; ``ScheduleAnyway``
 constraints are preferences and not checked; domains are all nodes with the key, not
@@ -106,6 +106,10 @@ def _waves(moves: pd.DataFrame, meta: dict, problems: list[Problem], source: str
     for m in moves.itertuples():
         req = _requests(pods[m.task_id])
         blocked = [meta["pdbs"][k] for k in covering.get(m.task_id, []) if meta["pdbs"][k]["allowed"] < 1]
+        if len(covering.get(m.task_id, [])) > 1:
+            names = ", ".join(f"{meta['pdbs'][k]['namespace']}/{meta['pdbs'][k]['name']}" for k in covering[m.task_id])
+            problems.append(Problem(source, "", f"step {m.step} moves {m.task_id}, which several PodDisruptionBudgets cover ({names}): "
+                                                "the Eviction API refuses to evict such a pod", 0))
         for pdb in blocked:
             problems.append(Problem(source, "", f"step {m.step} moves {m.task_id}, but PodDisruptionBudget {pdb['namespace']}/{pdb['name']} "
                                                 f"allows no eviction ({len(pdb['pods'])} pods covered, {pdb['expected_pods']} expected)", 0))

@@ -123,8 +123,10 @@ def _where(i: int, obj: dict) -> tuple[str]:
 def _located(file: str, i: int, obj: dict, exc: ValueError) -> Problem:
     """A problem of one object: the field path (from the message) as the column, the item as the row."""
     text = str(exc)
-    column = text.split("'")[1] if text.startswith("field '") else ""
-    return Problem(file, f"items[{i}].{column}" if column else f"items[{i}]", text, 1, _where(i, obj))
+    if not text.startswith("field '"):
+        return Problem(file, f"items[{i}]", text, 1, _where(i, obj))
+    column, message = text[len("field '"):].split("'", 1)
+    return Problem(file, f"items[{i}].{column}", message.lstrip(": ").strip(), 1, _where(i, obj))
 
 
 @dataclass
@@ -323,6 +325,7 @@ def import_kubernetes(src: str | Path, out: str | Path) -> KubernetesImport:
                 continue
             requests = pod_requests(obj)
             if node not in nodes:
+                # A node that failed to parse is already reported; its pods would only repeat it.
                 if not any(p.file == str(src / NODES_FILE) for p in problems):
                     problems.append(Problem(pods_file, f"items[{i}].spec.nodeName", f"node {node!r} is not in {NODES_FILE}", 1, _where(i, obj)))
                 continue
@@ -387,7 +390,9 @@ def import_kubernetes(src: str | Path, out: str | Path) -> KubernetesImport:
         eligible = set(selections[key])
         arch_set = {arch_of[n] for n in eligible}
         whole = {n for n in nodes if arch_of[n] in arch_set}
-        if eligible != whole:
+        if not eligible:
+            pods[task]["pinned"] = pods[task]["pinned"] or "node selection matches no node (not even its own)"
+        elif eligible != whole:
             pods[task]["pinned"] = pods[task]["pinned"] or "node selection allows part of an architecture's nodes"
         allowed[task] = None if len(eligible) == len(nodes) or not arch_set else "|".join(sorted(arch_set))
     for p in pods.values():
