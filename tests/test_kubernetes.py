@@ -119,6 +119,9 @@ def _break(snapshot: dict, how: str) -> dict:
         pods[7]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "12x"
     elif how == "missing":
         del snapshot["nodes.json"]["items"][2]["status"]["allocatable"]["memory"]
+    elif how == "operator":
+        pods[9]["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "Near", "values": ["a"]}]}]}}}
     elif how == "node":
         pods[8]["spec"]["nodeName"] = "ghost"
     return snapshot
@@ -128,6 +131,7 @@ def _break(snapshot: dict, how: str) -> dict:
     ("quantity", ["pods.json", "items[7].spec.containers.0.resources.requests.cpu", "12x", "item 7 (shop/web-5d8f7c9b6d-00000)"]),
     ("missing", ["nodes.json", "items[2].status.allocatable.memory", "missing", "item 2 (w-b)"]),
     ("node", ["pods.json", "items[8].spec.nodeName", "ghost"]),
+    ("operator", ["pods.json", "items[9]", "unknown selector operator 'Near'", "item 9 (shop/web-5d8f7c9b6d-00002)"]),
     ("json", ["pods.json", "not valid JSON"]),
     ("prometheus", ["container_cpu_usage_seconds_total.json", "data.result[0]", "not a finite number"]),
 ])

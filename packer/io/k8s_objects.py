@@ -83,7 +83,7 @@ def _match_expression(expr: dict, value: str | None, key_present: bool) -> bool:
         if not key_present or len(values) != 1 or not re.fullmatch(r"-?\d+", str(value)):
             return False
         return int(value) > int(values[0]) if op == "Gt" else int(value) < int(values[0])
-    raise ValueError(f"unknown operator {op!r}")
+    raise ValueError(f"unknown selector operator {op!r} (expected In, NotIn, Exists, DoesNotExist, Gt or Lt)")
 
 
 def node_selection_matches(pod: dict, node: dict) -> bool:
@@ -106,6 +106,8 @@ def node_selection_matches(pod: dict, node: dict) -> bool:
     if field(node, "spec.unschedulable", bool, False):
         return False
     tolerations = field(pod, "spec.tolerations", list, [])
+    if not all(isinstance(t, dict) for t in tolerations):
+        raise ValueError("field 'spec.tolerations': expected a list of objects")
     return all(any(tolerates(t, taint) for t in tolerations) for taint in hard_taints(node))
 
 

@@ -202,6 +202,16 @@ def _pin_reason(pod: dict, namespace: str, local_claims: set[tuple[str, str]]) -
     return None
 
 
+def _eligible_nodes(pod: dict, nodes: dict[str, _Node], cache: dict[str, frozenset[str]]) -> frozenset[str]:
+    """The nodes the pod's node selection allows; ``cache`` holds one answer per distinct selection (a workload's pods share it)."""
+    spec = field(pod, "spec", dict)
+    affinity = spec.get("affinity") if isinstance(spec.get("affinity"), dict) else {}
+    key = json.dumps([spec.get("nodeSelector"), affinity.get("nodeAffinity"), spec.get("tolerations")], sort_keys=True)
+    if key not in cache:
+        cache[key] = frozenset(n for n, node in nodes.items() if node_selection_matches(pod, node.raw))
+    return cache[key]
+
+
 def _spread_constraints(pod: dict) -> list[dict]:
     """``topologySpreadConstraints`` with ``matchLabelKeys`` folded into the selector (as the scheduler does)."""
     out = []
@@ -312,7 +322,8 @@ def import_kubernetes(src: str | Path, out: str | Path) -> KubernetesImport:
     local_claims = _local_claims(src / PVS_FILE, problems) if (src / PVS_FILE).exists() else set()
 
     pods: dict[str, dict] = {}
-    raw: dict[str, dict] = {}
+    eligible: dict[str, frozenset[str]] = {}
+    selections: dict[str, frozenset[str]] = {}
     pinned: Counter = Counter()
     left_out: Counter = Counter()
     pods_file = str(src / PODS_FILE)
@@ -347,7 +358,7 @@ def import_kubernetes(src: str | Path, out: str | Path) -> KubernetesImport:
                 "requests": {"cpu": decimal_text(requests["cpu"]), "memory": decimal_text(requests["memory"])},
                 "pinned": _pin_reason(obj, ns, local_claims), "topology_spread": _spread_constraints(obj),
             }
-            raw[task] = obj
+            eligible[task] = _eligible_nodes(obj, nodes, selections)
         except ValueError as exc:
             problems.append(_located(pods_file, i, obj, exc))
     for node in nodes.values():
@@ -378,23 +389,14 @@ def import_kubernetes(src: str | Path, out: str | Path) -> KubernetesImport:
                                                  net=("net", "first"), score=("score", "first"), cost=("cost", "first"),
                                                  nodes=("cores", "size"))
 
-    # Eligibility: the nodes each distinct node selection allows (pods of one workload share theirs).
-    selections: dict[str, list[str]] = {}
     allowed: dict[str, str | None] = {}
-    for task, obj in raw.items():
-        spec = obj.get("spec", {})
-        key = json.dumps([spec.get("nodeSelector"), spec.get("affinity", {}).get("nodeAffinity") if isinstance(spec.get("affinity"), dict) else None,
-                          spec.get("tolerations")], sort_keys=True)
-        if key not in selections:
-            selections[key] = [n for n, node in nodes.items() if node_selection_matches(obj, node.raw)]
-        eligible = set(selections[key])
-        arch_set = {arch_of[n] for n in eligible}
-        whole = {n for n in nodes if arch_of[n] in arch_set}
-        if not eligible:
+    for task, may_use in eligible.items():
+        arch_set = {arch_of[n] for n in may_use}
+        if not may_use:
             pods[task]["pinned"] = pods[task]["pinned"] or "node selection matches no node (not even its own)"
-        elif eligible != whole:
+        elif may_use != {n for n in nodes if arch_of[n] in arch_set}:
             pods[task]["pinned"] = pods[task]["pinned"] or "node selection allows part of an architecture's nodes"
-        allowed[task] = None if len(eligible) == len(nodes) or not arch_set else "|".join(sorted(arch_set))
+        allowed[task] = None if len(may_use) == len(nodes) or not arch_set else "|".join(sorted(arch_set))
     for p in pods.values():
         if p["pinned"]:
             pinned[p["pinned"]] += 1
