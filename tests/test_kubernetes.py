@@ -319,3 +319,51 @@ def test_pdb_counts_follow_the_snapshot(tmp_path):
     assert pdbs["web"]["allowed"] == 4  # ceil(50% of 8) = 4 unavailable
     assert pdbs["db"]["allowed"] == 1  # ceil(34% of 3) = 2 must stay of 3
     assert Counter(len(p["pods"]) for p in pdbs.values()) == Counter({8: 1, 3: 1})
+
+
+def test_node_selection_reads_selectors_affinity_taints_and_cordons():
+    from packer.io.k8s_objects import node_selection_matches, tolerates
+
+    def node_obj(name, labels, taints=(), cordoned=False):
+        return {"metadata": {"name": name, "labels": labels}, "spec": {"taints": list(taints), "unschedulable": cordoned}}
+
+    gpu = node_obj("g1", {"pool": "gpu", "rank": "7"}, [{"key": "gpu", "value": "yes", "effect": "NoSchedule"}])
+    plain = node_obj("p1", {"pool": "cpu", "rank": "2"}, [{"key": "soft", "effect": "PreferNoSchedule"}])
+    cordoned = node_obj("c1", {"pool": "cpu"}, cordoned=True)
+
+    def spec(**kw):
+        return {"spec": kw}
+
+    def affinity(*terms):
+        return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)}}}
+
+    assert node_selection_matches(spec(), plain) and not node_selection_matches(spec(), gpu) and not node_selection_matches(spec(), cordoned)
+    tolerant = [{"key": "gpu", "operator": "Equal", "value": "yes", "effect": "NoSchedule"}]
+    assert node_selection_matches(spec(tolerations=tolerant), gpu)
+    assert not node_selection_matches(spec(tolerations=[{"key": "gpu", "value": "no"}]), gpu)
+    assert node_selection_matches(spec(tolerations=[{"operator": "Exists"}]), gpu)
+    assert not node_selection_matches(spec(nodeSelector={"pool": "gpu"}), plain)
+    assert node_selection_matches(spec(affinity=affinity({"matchExpressions": [{"key": "rank", "operator": "Gt", "values": ["5"]}]}),
+                                       tolerations=tolerant), gpu)
+    assert not node_selection_matches(spec(affinity=affinity({"matchExpressions": [{"key": "rank", "operator": "Lt", "values": ["2"]}]})), plain)
+    either = affinity({"matchExpressions": [{"key": "pool", "operator": "In", "values": ["x"]}]},
+                      {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["p1"]}]})
+    assert node_selection_matches(spec(affinity=either), plain)  # terms are ORed
+    assert not node_selection_matches(spec(affinity=affinity({"matchExpressions": [{"key": "pool", "operator": "DoesNotExist"}]})), plain)
+    assert not node_selection_matches(spec(affinity=affinity({})), plain)  # an empty term matches no node
+    assert tolerates({"key": "k", "operator": "Exists"}, {"key": "k", "value": "v", "effect": "NoExecute"})
+    assert not tolerates({"key": "k", "operator": "Exists", "effect": "NoSchedule"}, {"key": "k", "effect": "NoExecute"})
+
+
+def test_pod_requests_count_sidecars_init_containers_and_overhead():
+    from fractions import Fraction
+
+    from packer.io.k8s_objects import pod_requests
+
+    p = pod("ns", "p", "n", "100m", "100Mi", ("ReplicaSet", "r"))
+    p["spec"]["initContainers"] = [
+        {"name": "sidecar", "restartPolicy": "Always", "resources": {"requests": {"cpu": "50m", "memory": "10Mi"}}},
+        {"name": "init", "resources": {"requests": {"cpu": "1", "memory": "1Mi"}}},
+    ]
+    p["spec"]["overhead"] = {"cpu": "10m"}
+    assert pod_requests(p) == {"cpu": Fraction(1) + Fraction(50, 1000) + Fraction(10, 1000), "memory": Fraction(110 * 2**20)}
