@@ -11,6 +11,7 @@ import sys
 
 import click
 
+from packer.cli.kubernetes_commands import export_group, import_kubernetes_cmd
 from packer.cli.plan_commands import solve, verify
 from packer.cli.sweep_commands import report, sweep
 from packer.cli.trace_commands import characterize, generate, import_group, profile, validate
@@ -53,6 +54,8 @@ def cli(verbose: int) -> None:
 
 for _command in (validate, profile, characterize, generate, import_group, solve, verify, sweep, report):
     cli.add_command(_command)
+import_group.add_command(import_kubernetes_cmd)
+cli.add_command(export_group)
 
 
 def main() -> None:

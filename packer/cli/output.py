@@ -83,6 +83,21 @@ def echo_import(summary, unit: str, seconds: float) -> None:
             click.secho(f"  ... and {len(summary.dropped) - 10:,} more", fg="yellow", err=True)
 
 
+def echo_kubernetes_import(result) -> None:
+    """What ``packer import kubernetes`` pinned and left out, by reason."""
+    for title, counts in (("pinned (movable = false)", result.pinned), ("left out", result.left_out), ("usage left out", result.usage_left_out)):
+        for reason, count in counts.items():
+            if count:
+                click.echo(f"{title}: {count:,} {reason}")
+
+
+def echo_kubernetes_export(result) -> None:
+    """``packer export kubernetes``'s report: moves, waves, nodes to remove, files."""
+    click.echo(f"{len(result.moves):,} pod moves in {result.waves:,} waves; {len(result.nodes_to_remove):,} nodes to remove "
+               f"(plan id {result.plan_id}) -> {result.out}")
+    click.echo("  moves.csv, moves.md, podmigrationjobs.yaml, apply-koordinator.sh, dry-run.txt, nodes-to-remove.txt, drain.sh")
+
+
 def echo_generated(summary) -> None:
     """``packer generate``'s one-line report."""
     click.echo(

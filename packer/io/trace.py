@@ -212,8 +212,12 @@ def write_trace(
     usage: Iterable[pa.RecordBatch | pa.Table] | None = None,
     fleet_toml: str | None = None,
     row_group_rows: int = 1 << 20,
+    side_files: dict[str, str] | None = None,
 ) -> Path:
     """Write a trace folder atomically. ``usage`` is streamed batch by batch (it may be huge).
+
+    ``side_files`` maps file names to text written beside the tables (an importer's
+    record of its source, e.g. ``kubernetes.json``); readers of the trace ignore them.
 
     Usage is written in the order given; writing it sorted by ``task_id`` (as the
     generator and importers do) lets :func:`packer.characterization.profile.profile_tasks` read it in one pass
@@ -225,6 +229,8 @@ def write_trace(
         pq.write_table(pa.Table.from_pandas(tasks, preserve_index=False), tmp / TASKS_FILE)
         if fleet_toml is not None:
             (tmp / FLEET_FILE).write_text(fleet_toml)
+        for name, text in (side_files or {}).items():
+            (tmp / name).write_text(text)
         if usage is not None:
             writer = None
             try:
