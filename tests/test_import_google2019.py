@@ -243,3 +243,13 @@ def test_missing_table_and_bad_options(tmp_path: Path) -> None:
     assert run("import", "google2019", src, "--out", tmp_path / "out", "--cores-per-unit", "0").exit_code == 2
     late = run("import", "google2019", src, "--out", tmp_path / "out", "--at", "0")
     assert late.exit_code == 2 and "no instance is running" in late.output
+
+
+def test_empty_shard_is_skipped_and_update_without_machine_keeps_it(tmp_path: Path) -> None:
+    """BigQuery may write empty shards; an UPDATE_RUNNING that omits machine_id leaves the instance where it was."""
+    update = {**instance(150 * S, 10, 200, 0, 0, 0.3, 0.2), "machine_id": None}
+    src = write_cell(tmp_path / "cell", instances=INSTANCES[:7] + [update] + INSTANCES[8:])
+    (src / "instance_events-000000000002.json.gz").write_bytes(gzip.compress(b""))
+    import_google2019(src, tmp_path / "out")
+    tasks = read_trace(tmp_path / "out").tasks.set_index("task_id")
+    assert tasks.loc["200-0", ["host_id", "cpu_request"]].tolist() == ["3", pytest.approx(0.3 * 64)]

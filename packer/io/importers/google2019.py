@@ -125,12 +125,19 @@ def _flatten(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def _read_json(path: Path) -> pd.DataFrame:
-    file = str(path)
+def _read_bytes(path: Path) -> bytes:
     try:
-        raw = gzip.open(path).read() if path.suffix == ".gz" else path.read_bytes()
-    except OSError as exc:
-        raise InputError([Problem(file, "", f"not readable: {exc}", 0)]) from None
+        return gzip.open(path).read() if path.suffix == ".gz" else path.read_bytes()
+    except (OSError, EOFError) as exc:
+        raise InputError([Problem(str(path), "", f"not readable: {exc}", 0)]) from None
+
+
+def _read_json(path: Path) -> pd.DataFrame | None:
+    """A JSON-lines shard, nested records flattened; ``None`` if it is empty."""
+    file = str(path)
+    raw = _read_bytes(path)
+    if not raw.strip():
+        return None
     try:
         df = pd.read_json(io.BytesIO(raw), lines=True, dtype=False, precise_float=True)
     except ValueError as exc:
@@ -153,6 +160,8 @@ def _read_table(files: list[Path], required: tuple[str, ...], progress: Progress
             df = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=list(required))
         else:
             df = _read_json(path)
+            if df is None:  # an empty shard (an export may write some) holds no rows
+                continue
             df["_line"] = np.arange(1, len(df) + 1)
         problems = missing_columns(str(path), df, required)
         if problems:
@@ -160,6 +169,8 @@ def _read_table(files: list[Path], required: tuple[str, ...], progress: Progress
         frames.append(df.assign(_file=str(path)))
         if progress is not None:
             progress(stage, k + 1, len(files))
+    if not frames or not sum(len(f) for f in frames):
+        raise InputError([Problem(str(files[0]), "", f"no rows in any {stage.removeprefix('reading ')} shard", 0)])
     return pd.concat(frames, ignore_index=True)
 
 
@@ -329,7 +340,8 @@ def _tasks(events: pd.DataFrame, at: int, hosts: pd.DataFrame, all_hosts: set, c
     running = last["type"].isin(RUNNING).to_numpy()
     if "collection_type" in last.columns:
         running = running & (pd.to_numeric(last["collection_type"], errors="coerce").to_numpy() != ALLOC_SET)
-    machine = last["machine_id"].fillna(0).astype(np.int64).to_numpy()
+    # A running instance's machine: its latest event's, or the latest one given before (an update may omit it).
+    machine = last["machine_id"].fillna(grouped["machine_id"].last().reindex(last.index)).fillna(0).astype(np.int64).to_numpy()
     kept_hosts = hosts["host_id"].to_numpy()
     on_kept = np.isin(machine, kept_hosts)
     elsewhere = running & ~on_kept & np.isin(machine, list(all_hosts))  # outside --machines
