@@ -223,7 +223,7 @@ def _stage_bars(stack: contextlib.ExitStack):
 _net_capacity = click.option("--net-capacity", type=click.FloatRange(min=0), default=25.0, show_default=True,
                              help="Nominal network capacity per host, Gbps (the trace has no network bandwidth; tasks request 0).")
 _machines = click.option("--machines", type=click.IntRange(min=1), default=None,
-                         help="Keep only the first N machines by id (and the tasks on them), for a quick look. Default: all.")
+                         help="Keep only the first N machines by id (numeric order: 2 before 10) and the tasks on them, for a quick look. Default: all.")
 
 
 @import_group.command("google2019", short_help="Import a Google Borg 2019 cell exported from BigQuery.")
@@ -277,6 +277,8 @@ def import_alibaba2018_cmd(src: Path, out: Path, at: float | None, machines: int
                            net_capacity: float) -> None:
     """Import the Alibaba cluster-trace-v2018 (machine_meta, container_meta, container_usage; headerless CSVs).
 
+    SRC holds machine_meta.csv, container_meta.csv and optionally container_usage.csv
+    (.csv.gz allowed), as published (columns in the order of the trace's schema.txt).
     Machines at --at become hosts (one architecture per cores/memory shape, in the
     trace's own fleet.toml; domain = failure_domain_1), containers become tasks on
     their machines (cpu_request / 100 cores, memory scaled by --machine-mem), and

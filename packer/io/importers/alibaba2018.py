@@ -100,7 +100,7 @@ def _find(src: Path, stem: str, required: bool = True) -> Path | None:
 def _read_table(path: Path, names: Sequence[str], ids: Sequence[str], amounts: Sequence[str]) -> pd.DataFrame:
     """The whole (small) meta table, amounts as floats, with a ``_line`` column; every problem at once."""
     frames, problems = [], []
-    for frame, lines in csv_batches(path, names):
+    for frame, lines in csv_batches(path, names, numeric=amounts):
         problems += numbers(str(path), frame, amounts, ids[0], lines)
         for col in ids:
             empty = (frame[col].str.strip() == "").to_numpy()
@@ -254,26 +254,27 @@ def import_alibaba2018(
 def _read_usage(path: Path, tasks: pd.DataFrame, progress: Progress | None) -> tuple[pd.DataFrame, list[Problem]]:
     """Samples of the kept containers in cores and GiB, and the invalid samples left out (one problem per column)."""
     file = str(path)
-    request = tasks.set_index("task_id")[["cpu_request", "mem_request"]]
+    task_index = pd.Index(tasks["task_id"])
+    cpu_request, mem_request = tasks["cpu_request"].to_numpy(), tasks["mem_request"].to_numpy()
     frames, problems = [], []
     invalid = {"cpu_util_percent": 0, "mem_util_percent": 0}
-    for frame, lines in csv_batches(path, CONTAINER_USAGE, progress, "reading container_usage"):
-        problems += numbers(file, frame, ["time_stamp", *invalid], "container_id", lines, signed=list(invalid))
+    amounts = ["time_stamp", *invalid]
+    for frame, lines in csv_batches(path, CONTAINER_USAGE, progress, "reading container_usage", numeric=amounts):
+        problems += numbers(file, frame, amounts, "container_id", lines, signed=list(invalid))
         if problems:
             continue
-        frame = frame[frame["container_id"].isin(request.index)]
-        ok = np.ones(len(frame), dtype=bool)
+        task = task_index.get_indexer(frame["container_id"])
+        ok = task >= 0
         for col in invalid:
-            outside = ~frame[col].between(0, PERCENT).to_numpy()
+            outside = ok & ~frame[col].between(0, PERCENT).to_numpy()
             invalid[col] += int(outside.sum())
             ok &= ~outside
-        frame = frame[ok]
-        req = request.loc[frame["container_id"]]
+        task = task[ok]
         frames.append(pd.DataFrame({
-            "task_id": frame["container_id"].to_numpy(),
-            "ts": frame["time_stamp"].to_numpy(dtype=np.int64),
-            "cpu": frame["cpu_util_percent"].to_numpy() / PERCENT * req["cpu_request"].to_numpy(),
-            "mem": frame["mem_util_percent"].to_numpy() / PERCENT * req["mem_request"].to_numpy(),
+            "task_id": task_index.to_numpy()[task],
+            "ts": frame["time_stamp"].to_numpy()[ok].astype(np.int64),
+            "cpu": frame["cpu_util_percent"].to_numpy()[ok] / PERCENT * cpu_request[task],
+            "mem": frame["mem_util_percent"].to_numpy()[ok] / PERCENT * mem_request[task],
         }))
     if problems:
         raise InputError(problems)

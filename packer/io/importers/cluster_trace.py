@@ -16,6 +16,7 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
 from packer.errors import MAX_ROWS_SHOWN, InputError, Problem
@@ -50,8 +51,12 @@ def numbers(file: str, df: pd.DataFrame, columns: Sequence[str], id_col: str, li
     problems: list[Problem] = []
     for col in columns:
         raw = df[col]
-        empty = raw.isna().to_numpy() | (raw.astype(str).str.strip() == "").to_numpy()
-        values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+        if pd.api.types.is_float_dtype(raw):  # converted while read (see csv_batches): empty fields are NaN
+            values = raw.to_numpy(dtype=float, na_value=np.nan)
+            empty = np.isnan(values)
+        else:
+            empty = raw.isna().to_numpy() | (raw.astype(str).str.strip() == "").to_numpy()
+            values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
         checks = [("not a number", ~empty & ~np.isfinite(values))]
         if col not in signed:
             checks.append(("negative value", values < 0))
@@ -69,9 +74,25 @@ def missing_columns(file: str, df: pd.DataFrame, required: Sequence[str]) -> lis
     return [Problem(file, ", ".join(missing), f"required column missing (the file has: {', '.join(map(str, df.columns))})", 0)] if missing else []
 
 
+def _as_floats(batch: pa.RecordBatch, numeric: Sequence[str]) -> pa.RecordBatch:
+    """``numeric`` columns as float64 (empty fields null) where every value parses; a column that does not stays text."""
+    columns = list(batch.columns)
+    for i, name in enumerate(batch.schema.names):
+        if name in numeric:
+            text = columns[i]
+            try:
+                columns[i] = pc.cast(pc.if_else(pc.equal(text, ""), pa.scalar(None, pa.string()), text), pa.float64())
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                pass  # the caller's check names the rows that do not parse
+    return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
+
+
 def csv_batches(path: Path, names: Sequence[str] | None, progress: Progress | None = None,
-                stage: str = "") -> Iterator[tuple[pd.DataFrame, np.ndarray]]:
-    """A CSV file (``.gz`` allowed) as string frames with each row's line number (from 1, as an editor counts).
+                stage: str = "", numeric: Sequence[str] = ()) -> Iterator[tuple[pd.DataFrame, np.ndarray]]:
+    """A CSV file (``.gz`` allowed) as frames with each row's line number (from 1, as an editor counts).
+
+    Columns are text, except those in ``numeric``, which come as floats where every
+    value of the batch parses (fast; :func:`numbers` then only checks them).
 
     ``names``: the column order of a file without a header; ``None``: the first line
     is the header. A row with the wrong number of fields fails the read with an
@@ -107,7 +128,7 @@ def csv_batches(path: Path, names: Sequence[str] | None, progress: Progress | No
                                    convert_options=convert)
             last = skip  # line number of the last row read
             for batch in reader:
-                frame = batch.to_pandas()
+                frame = _as_floats(batch, numeric).to_pandas()
                 lines = last + 1 + np.arange(len(frame))
                 last = int(lines[-1]) if len(frame) else last
                 if not bad:

@@ -116,7 +116,7 @@ def _shards(src: Path, table: str, required: bool = True) -> list[Path]:
 
 def _flatten(df: pd.DataFrame) -> pd.DataFrame:
     """Nested records ({cpus, memory}) as ``<field>_<key>`` columns; ``a.b`` column names as ``a_b``."""
-    for col in [c for c in df.columns if df[c].dtype == object and df[c].map(lambda v: isinstance(v, dict)).any()]:
+    for col in [c for c in df.columns if df[c].dtype == object and isinstance(next(iter(df[c].dropna()), None), dict)]:
         records = [v if isinstance(v, dict) else {} for v in df[col]]
         nested = pd.json_normalize(records).add_prefix(f"{col}_")
         nested.index = df.index
@@ -151,8 +151,9 @@ def _read_json(path: Path) -> pd.DataFrame | None:
     return _flatten(df)
 
 
-def _read_table(files: list[Path], required: tuple[str, ...], progress: Progress | None, stage: str) -> pd.DataFrame:
-    """Every shard of a table, with ``_file`` and ``_line`` (line in its shard, from 1, the header counting in a CSV)."""
+def _read_table(files: list[Path], required: tuple[str, ...], progress: Progress | None, stage: str, extra: tuple[str, ...] = ()) -> pd.DataFrame:
+    """The ``required`` and present ``extra`` columns of every shard of a table, with ``_file`` and ``_line`` (line in
+    its shard, from 1, the header counting in a CSV)."""
     frames = []
     for k, path in enumerate(files):
         if path.name.lower().removesuffix(".gz").endswith(".csv"):
@@ -166,7 +167,7 @@ def _read_table(files: list[Path], required: tuple[str, ...], progress: Progress
         problems = missing_columns(str(path), df, required)
         if problems:
             raise InputError(problems)
-        frames.append(df.assign(_file=str(path)))
+        frames.append(df[[c for c in (*required, *extra, "_line") if c in df.columns]].assign(_file=str(path)))
         if progress is not None:
             progress(stage, k + 1, len(files))
     if not frames or not sum(len(f) for f in frames):
@@ -272,10 +273,10 @@ def import_google2019(
     usage_files = _shards(src, "instance_usage", required=False)
     refuse_to_overwrite_input(out, src)
 
-    machine_events = _read_table(machine_files, MACHINE_COLUMNS, progress, "reading machine_events")
+    machine_events = _read_table(machine_files, MACHINE_COLUMNS, progress, "reading machine_events", extra=("switch_id",))
     _check(machine_events, "machine_id", ("time", "machine_id", "type", "capacity_cpus", "capacity_memory"), optional=("capacity_cpus", "capacity_memory"))
     _check_types(machine_events, (ADD, REMOVE, UPDATE), "machine")
-    instance_events = _read_table(instance_files, INSTANCE_COLUMNS, progress, "reading instance_events")
+    instance_events = _read_table(instance_files, INSTANCE_COLUMNS, progress, "reading instance_events", extra=("collection_type",))
     _check(instance_events, "collection_id", ("time", "type", "collection_id", "instance_index", "machine_id", "resource_request_cpus", "resource_request_memory"),
            optional=("machine_id", "resource_request_cpus", "resource_request_memory"), signed=("machine_id",))
     _check_types(instance_events, INSTANCE_TYPES, "instance")
