@@ -24,8 +24,13 @@ from packer.io.trace import read_trace
 S = 1_000_000  # microseconds per second
 
 
+def as_numbers(rows: list[dict]) -> list[dict]:
+    """The rows with 64-bit integers as JSON numbers (another exporter's encoding) instead of BigQuery's strings."""
+    return [{k: int(v) if isinstance(v, str) and v.lstrip("-").isdigit() else v for k, v in r.items()} for r in rows]
+
+
 def machine(t, mid, typ, cpus=None, mem=None, platform="PA", switch="s1"):
-    row = {"time": str(t), "machine_id": str(mid), "type": typ, "switch_id": switch, "platform_id": platform, "missing_data_reason": None}
+    row = {"time": str(t), "machine_id": str(mid), "type": str(typ), "switch_id": switch, "platform_id": platform, "missing_data_reason": None}
     row["capacity"] = {"cpus": cpus, "memory": mem} if cpus is not None else None
     return row
 
@@ -42,9 +47,9 @@ MACHINES = [
 
 
 def instance(t, typ, coll, idx, mid, cpus=0.0, mem=0.0, ctype=0):
-    return {"time": str(t), "type": typ, "collection_id": str(coll), "scheduling_class": 1, "missing_type": None, "collection_type": ctype,
-            "priority": 200, "alloc_collection_id": "0", "instance_index": idx, "machine_id": str(mid),
-            "alloc_instance_index": -1, "resource_request": {"cpus": cpus, "memory": mem}, "constraint": []}
+    return {"time": str(t), "type": str(typ), "collection_id": str(coll), "scheduling_class": "1", "missing_type": None,
+            "collection_type": str(ctype), "priority": "200", "alloc_collection_id": "0", "instance_index": str(idx), "machine_id": str(mid),
+            "alloc_instance_index": "-1", "resource_request": {"cpus": cpus, "memory": mem}, "constraint": []}
 
 
 INSTANCES = [
@@ -64,8 +69,8 @@ INSTANCES = [
 
 
 def usage(start_s, coll, idx, mid, avg, peak):
-    return {"start_time": str(start_s * S), "end_time": str((start_s + 300) * S), "collection_id": str(coll), "instance_index": idx,
-            "machine_id": str(mid), "alloc_collection_id": "0", "alloc_instance_index": "-1", "collection_type": 0,
+    return {"start_time": str(start_s * S), "end_time": str((start_s + 300) * S), "collection_id": str(coll), "instance_index": str(idx),
+            "machine_id": str(mid), "alloc_collection_id": "0", "alloc_instance_index": "-1", "collection_type": "0",
             "average_usage": {"cpus": avg[0], "memory": avg[1]}, "maximum_usage": {"cpus": peak[0], "memory": peak[1]},
             "random_sample_usage": {"cpus": avg[0]}, "assigned_memory": 0.3, "page_cache_memory": 0.01,
             "cycles_per_instruction": 1.2, "memory_accesses_per_instruction": 0.01, "sample_rate": 1.0,
@@ -206,7 +211,7 @@ def test_round_trip_validate_solve_verify(tmp_path: Path) -> None:
 @pytest.mark.parametrize("edit, column, line", [
     (lambda rows: [{k: v for k, v in r.items() if k != "capacity"} for r in rows], "capacity_cpus", None),
     (lambda rows: rows[:2] + [{**rows[2], "time": "soon"}] + rows[3:], "time", "line 3"),
-    (lambda rows: rows[:5] + [{**rows[5], "type": 7}] + rows[6:], "type", "line 6"),
+    (lambda rows: rows[:5] + [{**rows[5], "type": "7"}] + rows[6:], "type", "line 6"),
 ])
 def test_bad_machine_events_exit_2(tmp_path: Path, edit, column, line) -> None:
     src = write_cell(tmp_path / "cell", machines=edit(MACHINES))
@@ -253,3 +258,13 @@ def test_empty_shard_is_skipped_and_update_without_machine_keeps_it(tmp_path: Pa
     import_google2019(src, tmp_path / "out")
     tasks = read_trace(tmp_path / "out").tasks.set_index("task_id")
     assert tasks.loc["200-0", ["host_id", "cpu_request"]].tolist() == ["3", pytest.approx(0.3 * 64)]
+
+
+def test_integers_as_json_numbers_read_the_same(tmp_path: Path) -> None:
+    """Not BigQuery's encoding (integers as numbers, not strings): read by the general path, same trace."""
+    import_google2019(write_cell(tmp_path / "strings"), tmp_path / "a")
+    numbers = write_cell(tmp_path / "numbers", as_numbers(MACHINES), as_numbers(INSTANCES), as_numbers(USAGE))
+    assert '"time": 0' in (numbers / "machine_events-000000000000.json").read_text()
+    import_google2019(numbers, tmp_path / "b")
+    for table in ("hosts.parquet", "tasks.parquet", "usage.parquet"):
+        assert pq.read_table(tmp_path / "a" / table).equals(pq.read_table(tmp_path / "b" / table))

@@ -74,17 +74,17 @@ def missing_columns(file: str, df: pd.DataFrame, required: Sequence[str]) -> lis
     return [Problem(file, ", ".join(missing), f"required column missing (the file has: {', '.join(map(str, df.columns))})", 0)] if missing else []
 
 
-def _as_floats(batch: pa.RecordBatch, numeric: Sequence[str]) -> pa.RecordBatch:
-    """``numeric`` columns as float64 (empty fields null) where every value parses; a column that does not stays text."""
-    columns = list(batch.columns)
-    for i, name in enumerate(batch.schema.names):
-        if name in numeric:
+def as_floats(data: pa.RecordBatch | pa.Table, numeric: Sequence[str]) -> pa.RecordBatch | pa.Table:
+    """``numeric`` text columns as float64 (empty fields null) where every value parses; a column that does not stays text."""
+    columns = list(data.columns)
+    for i, name in enumerate(data.schema.names):
+        if name in numeric and pa.types.is_string(data.schema.field(i).type):
             text = columns[i]
             try:
                 columns[i] = pc.cast(pc.if_else(pc.equal(text, ""), pa.scalar(None, pa.string()), text), pa.float64())
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                 pass  # the caller's check names the rows that do not parse
-    return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
+    return type(data).from_arrays(columns, names=data.schema.names)
 
 
 def csv_batches(path: Path, names: Sequence[str] | None, progress: Progress | None = None,
@@ -128,7 +128,7 @@ def csv_batches(path: Path, names: Sequence[str] | None, progress: Progress | No
                                    convert_options=convert)
             last = skip  # line number of the last row read
             for batch in reader:
-                frame = _as_floats(batch, numeric).to_pandas()
+                frame = as_floats(batch, numeric).to_pandas()
                 lines = last + 1 + np.arange(len(frame))
                 last = int(lines[-1]) if len(frame) else last
                 if not bad:

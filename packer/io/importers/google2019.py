@@ -79,11 +79,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.json as pj
 
 from packer.errors import InputError, Problem
 from packer.io.atomic import refuse_to_overwrite_input
 from packer.io.importers.cluster_trace import (
-    CORES_PER_SCORE, DEFAULT_NET_CAPACITY, Progress, csv_batches, fleet_toml, missing_columns, numbers, rows_text, usage_tables,
+    CORES_PER_SCORE, DEFAULT_NET_CAPACITY, Progress, as_floats, csv_batches, fleet_toml, missing_columns, numbers, rows_text, usage_tables,
 )
 from packer.io.importers.summary import ImportSummary
 from packer.io.trace import write_trace
@@ -102,7 +104,20 @@ ALLOC_SET = 1
 USAGE_STATS = ("average", "maximum")
 SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz", ".csv", ".csv.gz")
 
+#: Bytes of JSON Arrow parses at a time (a line must fit in one block).
+JSON_BLOCK_BYTES = 16 << 20
+
+# The fields read, in BigQuery's JSON encoding: INT64 (times, ids, enums) as strings, FLOAT as numbers.
+_INT = pa.string()
+_RESOURCES = pa.struct([("cpus", pa.float64()), ("memory", pa.float64())])
+MACHINE_SCHEMA = pa.schema([("time", _INT), ("machine_id", _INT), ("type", _INT), ("switch_id", pa.string()), ("capacity", _RESOURCES),
+                            ("platform_id", pa.string())])
+INSTANCE_SCHEMA = pa.schema([("time", _INT), ("type", _INT), ("collection_id", _INT), ("instance_index", _INT), ("machine_id", _INT),
+                             ("resource_request", _RESOURCES), ("collection_type", _INT)])
+USAGE_SCHEMA = pa.schema([("start_time", _INT), ("end_time", _INT), ("collection_id", _INT), ("instance_index", _INT),
+                          ("average_usage", _RESOURCES), ("maximum_usage", _RESOURCES)])
 MACHINE_COLUMNS = ("time", "machine_id", "type", "capacity_cpus", "capacity_memory", "platform_id")
+MACHINE_NUMBERS = ("time", "machine_id", "type", "capacity_cpus", "capacity_memory")
 INSTANCE_COLUMNS = ("time", "type", "collection_id", "instance_index", "machine_id", "resource_request_cpus", "resource_request_memory")
 USAGE_COLUMNS = ("start_time", "end_time", "collection_id", "instance_index", "average_usage_cpus", "average_usage_memory")
 
@@ -132,12 +147,24 @@ def _read_bytes(path: Path) -> bytes:
         raise InputError([Problem(str(path), "", f"not readable: {exc}", 0)]) from None
 
 
-def _read_json(path: Path) -> pd.DataFrame | None:
-    """A JSON-lines shard, nested records flattened; ``None`` if it is empty."""
+def _read_json(path: Path, schema: pa.Schema, numeric: tuple[str, ...]) -> pd.DataFrame | None:
+    """A JSON-lines shard, nested records flattened to ``<field>_<key>``; ``None`` if it is empty.
+
+    Fast path: Arrow with the fields of ``schema`` in BigQuery's encoding (64-bit
+    integers as strings, floats as numbers). Any other encoding, or a bad line, is
+    read by pandas, which names the line that does not parse.
+    """
     file = str(path)
     raw = _read_bytes(path)
     if not raw.strip():
         return None
+    try:
+        table = pj.read_json(pa.BufferReader(raw), read_options=pj.ReadOptions(block_size=JSON_BLOCK_BYTES),
+                             parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")).flatten()
+        table = table.rename_columns([n.replace(".", "_") for n in table.column_names])
+        return as_floats(table, numeric).to_pandas()
+    except pa.ArrowInvalid:
+        pass
     try:
         df = pd.read_json(io.BytesIO(raw), lines=True, dtype=False, precise_float=True)
     except ValueError as exc:
@@ -151,28 +178,38 @@ def _read_json(path: Path) -> pd.DataFrame | None:
     return _flatten(df)
 
 
-def _read_table(files: list[Path], required: tuple[str, ...], progress: Progress | None, stage: str, extra: tuple[str, ...] = ()) -> pd.DataFrame:
-    """The ``required`` and present ``extra`` columns of every shard of a table, with ``_file`` and ``_line`` (line in
-    its shard, from 1, the header counting in a CSV)."""
+def _read_table(files: list[Path], schema: pa.Schema, required: tuple[str, ...], numeric: tuple[str, ...], progress: Progress | None,
+                stage: str) -> pd.DataFrame:
+    """The columns of ``schema`` (flattened) of every shard of a table, with ``_file`` and ``_line`` (line in its shard,
+    from 1, the header counting in a CSV). A column that a JSON shard lacks is null there; a ``required`` one that no
+    row of any shard has fails the read, as does one a CSV header lacks."""
+    columns = [n.replace(".", "_") for n in pa.table({f.name: pa.array([], f.type) for f in schema}).flatten().column_names]
     frames = []
     for k, path in enumerate(files):
         if path.name.lower().removesuffix(".gz").endswith(".csv"):
-            parts = [_flatten(frame).assign(_line=lines) for frame, lines in csv_batches(path, None)]
+            parts = [_flatten(frame).assign(_line=lines) for frame, lines in csv_batches(path, None, numeric=numeric)]
             df = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=list(required))
+            problems = missing_columns(str(path), df, required)
+            if problems:
+                raise InputError(problems)
         else:
-            df = _read_json(path)
+            df = _read_json(path, schema, numeric)
             if df is None:  # an empty shard (an export may write some) holds no rows
                 continue
             df["_line"] = np.arange(1, len(df) + 1)
-        problems = missing_columns(str(path), df, required)
-        if problems:
-            raise InputError(problems)
-        frames.append(df[[c for c in (*required, *extra, "_line") if c in df.columns]].assign(_file=str(path)))
+        df = df.reindex(columns=[*columns, "_line"])
+        frames.append(df.assign(_file=str(path)))
         if progress is not None:
             progress(stage, k + 1, len(files))
+    table = stage.removeprefix("reading ")
     if not frames or not sum(len(f) for f in frames):
-        raise InputError([Problem(str(files[0]), "", f"no rows in any {stage.removeprefix('reading ')} shard", 0)])
-    return pd.concat(frames, ignore_index=True)
+        raise InputError([Problem(str(files[0]), "", f"no rows in any {table} shard", 0)])
+    df = pd.concat(frames, ignore_index=True)
+    absent = [c for c in required if df[c].isna().all()]
+    if absent:
+        where = str(files[0]) if len(files) == 1 else f"{files[0].parent / table}*"
+        raise InputError([Problem(where, ", ".join(absent), f"required field missing: no row of any {table} shard has it", 0)])
+    return df
 
 
 def _check(df: pd.DataFrame, id_col: str, amounts: tuple[str, ...], optional: tuple[str, ...] = (), signed: tuple[str, ...] = ()) -> None:
@@ -273,15 +310,15 @@ def import_google2019(
     usage_files = _shards(src, "instance_usage", required=False)
     refuse_to_overwrite_input(out, src)
 
-    machine_events = _read_table(machine_files, MACHINE_COLUMNS, progress, "reading machine_events", extra=("switch_id",))
-    _check(machine_events, "machine_id", ("time", "machine_id", "type", "capacity_cpus", "capacity_memory"), optional=("capacity_cpus", "capacity_memory"))
+    machine_events = _read_table(machine_files, MACHINE_SCHEMA, MACHINE_COLUMNS, MACHINE_NUMBERS, progress, "reading machine_events")
+    _check(machine_events, "machine_id", MACHINE_NUMBERS, optional=("capacity_cpus", "capacity_memory"))
     _check_types(machine_events, (ADD, REMOVE, UPDATE), "machine")
-    instance_events = _read_table(instance_files, INSTANCE_COLUMNS, progress, "reading instance_events", extra=("collection_type",))
-    _check(instance_events, "collection_id", ("time", "type", "collection_id", "instance_index", "machine_id", "resource_request_cpus", "resource_request_memory"),
-           optional=("machine_id", "resource_request_cpus", "resource_request_memory"), signed=("machine_id",))
+    instance_events = _read_table(instance_files, INSTANCE_SCHEMA, INSTANCE_COLUMNS, INSTANCE_COLUMNS, progress, "reading instance_events")
+    _check(instance_events, "collection_id", INSTANCE_COLUMNS, optional=("machine_id", "resource_request_cpus", "resource_request_memory"),
+           signed=("machine_id",))
     _check_types(instance_events, INSTANCE_TYPES, "instance")
     usage_columns = USAGE_COLUMNS + (("maximum_usage_cpus", "maximum_usage_memory") if usage_stat == "maximum" else ())
-    usage = _read_table(usage_files, usage_columns, progress, "reading instance_usage") if usage_files else None
+    usage = _read_table(usage_files, USAGE_SCHEMA, usage_columns, usage_columns, progress, "reading instance_usage") if usage_files else None
     if usage is not None:
         _check(usage, "collection_id", usage_columns, optional=usage_columns[6:])
     if at is None:
