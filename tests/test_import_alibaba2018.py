@@ -115,7 +115,7 @@ def test_subsample_machines(tmp_path: Path) -> None:
     trace = read_trace(tmp_path / "out")
     assert list(trace.hosts["host_id"]) == ["m_1", "m_2"]
     assert sorted(trace.tasks["task_id"]) == ["c_1", "c_2"]
-    assert "left out not kept by --status or on machines outside --machines: 2 containers" in result.output  # c_3 (m_10), c_6 (m_3)
+    assert "left out (by --status, or on machines outside --machines): 2 containers" in result.output  # c_3 (m_10), c_6 (m_3)
     assert "dropped 2 tasks without a host" in result.output
 
 

@@ -246,7 +246,7 @@ def import_alibaba2018(
         skipped=tuple(skipped),
         dropped=dropped,
         filtered=filtered,
-        filtered_reason="not kept by --status or on machines outside --machines",
+        filtered_reason="(by --status, or on machines outside --machines)",
         merged_samples=merged,
     )
 

@@ -235,10 +235,6 @@ def _check_types(df: pd.DataFrame, allowed, table: str) -> None:
                                   int(bad.sum()), rows_text(first, np.ones(len(first), bool), ["type"], first["_line"].to_numpy()))])
 
 
-def _ids(values: pd.Series) -> pd.Series:
-    return values.astype(np.int64).astype(str)
-
-
 def _hosts(events: pd.DataFrame, at: float, cores_per_unit: float, gib_per_unit: float) -> pd.DataFrame:
     """Machines in the cell at ``at`` with cores, GiB, platform and switch."""
     events = events[events["time"] <= at].sort_values("time", kind="stable")
@@ -259,7 +255,7 @@ def _hosts(events: pd.DataFrame, at: float, cores_per_unit: float, gib_per_unit:
 
 def _archs(hosts: pd.DataFrame, cores_per_unit: float, gib_per_unit: float, net_capacity: float) -> pd.DataFrame:
     shapes = hosts.groupby(["platform_id", "cores", "mem"], sort=True, dropna=False).size().rename("hosts").reset_index()
-    platform = pd.factorize(shapes["platform_id"], sort=True)[0]
+    platform = pd.factorize(shapes["platform_id"], sort=True, use_na_sentinel=False)[0]
     names = pd.Series([f"p{k}-cpu{c:.4g}-mem{m:.4g}" for k, c, m in zip(platform, shapes["cores"], shapes["mem"])])
     repeat = names.groupby(names).cumcount()
     shapes.index = np.where(repeat > 0, names + "-" + (repeat + 1).astype(str), names)
