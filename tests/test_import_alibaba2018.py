@@ -165,3 +165,11 @@ def test_missing_file_and_bad_options(tmp_path: Path) -> None:
     early = run("import", "alibaba2018", src, "--out", tmp_path / "out", "--at", "0", "--machines", "1")
     assert early.exit_code == 0, early.output  # at 0 s: c_1 and c_2 on m_1
     assert sorted(read_trace(tmp_path / "out").tasks["task_id"]) == ["c_1", "c_2"]
+
+
+def test_duplicate_samples_merge_to_the_larger(tmp_path: Path) -> None:
+    usage = USAGE + "c_3,m_10,10,75,25,1.0,1.0,1,0.2,0.2,0\n"  # c_3 again at 10 s
+    summary = import_alibaba2018(write_trace(tmp_path / "ali", usage=usage), tmp_path / "out")
+    assert summary.merged_samples == 1 and summary.usage_rows == 4
+    samples = pq.read_table(tmp_path / "out" / "usage.parquet").to_pandas().set_index("task_id")
+    assert samples.loc["c_3", ["cpu", "mem"]].tolist() == pytest.approx([0.75 * 2, 0.5 * 0.78125 / 100 * 512])  # the larger of each
