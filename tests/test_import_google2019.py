@@ -268,3 +268,15 @@ def test_integers_as_json_numbers_read_the_same(tmp_path: Path) -> None:
     import_google2019(numbers, tmp_path / "b")
     for table in ("hosts.parquet", "tasks.parquet", "usage.parquet"):
         assert pq.read_table(tmp_path / "a" / table).equals(pq.read_table(tmp_path / "b" / table))
+
+
+def test_csv_shard_with_a_wrong_number_of_fields_exits_2(tmp_path: Path) -> None:
+    src = write_cell(tmp_path / "cell")
+    (src / "machine_events-000000000000.json").unlink()
+    lines = pd.json_normalize(MACHINES).to_csv(index=False).splitlines()
+    lines[2] += ",extra"
+    (src / "machine_events-000000000000.csv").write_text("\n".join(lines) + "\n")
+    result = run("import", "google2019", src, "--out", tmp_path / "out")
+    assert result.exit_code == 2, result.output
+    assert "machine_events-000000000000.csv" in result.output and "wrong number of fields" in result.output and "line 3" in result.output
+    assert not (tmp_path / "out").exists()
