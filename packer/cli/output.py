@@ -70,13 +70,13 @@ def echo_import(summary, unit: str, seconds: float) -> None:
     if summary.merged_samples:
         click.echo(f"duplicate samples merged (same task and timestamp): {summary.merged_samples:,}")
     if summary.filtered:
-        click.echo(f"left out by --phase: {summary.filtered:,} {unit}")
+        click.echo(f"left out {summary.filtered_reason}: {summary.filtered:,} {unit}")
     for problem in summary.skipped:
         click.secho(f"skipped: {problem}", fg="yellow", err=True)
     if summary.skipped_rows:
         click.secho(f"skipped {summary.skipped_rows:,} invalid rows in all (--skip-invalid)", fg="yellow", err=True)
     if summary.dropped:
-        click.secho(f"dropped {len(summary.dropped):,} tasks without a host (--drop-unfit):", fg="yellow", err=True)
+        click.secho(f"dropped {len(summary.dropped):,} tasks without a host:", fg="yellow", err=True)
         for task_id, reason in list(summary.dropped.items())[:10]:
             click.secho(f"  {task_id}: {reason}", fg="yellow", err=True)
         if len(summary.dropped) > 10:

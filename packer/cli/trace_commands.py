@@ -18,7 +18,7 @@ from packer.cli.options import default_out, fleet_opt, progress_bar, sensitivity
 from packer.cli.output import echo_characterization, echo_generated, echo_import, echo_profiles, echo_skipped_usage
 from packer.io.atomic import atomic_file, refuse_to_overwrite_input
 from packer.io.generate import check_arguments, generate_trace, sample_count
-from packer.io.importers import import_bitbrains, import_openb
+from packer.io.importers import import_alibaba2018, import_bitbrains, import_google2019, import_openb
 from packer.io.output_check import check_output_writable
 from packer.io.trace import read_trace
 from packer.io.usage import scan_usage
@@ -138,7 +138,7 @@ def generate(tasks: int, hosts: int, days: float, interval: int, seed: int, flee
     echo_generated(summary)
 
 
-@click.group("import", short_help="Convert a public trace (Bitbrains, openb) into a trace.")
+@click.group("import", short_help="Convert a public trace (Bitbrains, openb, Google 2019, Alibaba 2018) into a trace.")
 def import_group() -> None:
     """Convert a public trace into a native trace folder (see `packer import COMMAND --help`)."""
 
@@ -206,3 +206,88 @@ def import_openb_cmd(src: Path, out: Path, pods: str, phases: tuple[str, ...], g
     summary = import_openb(src, out, pods=pods, phases=None if "all" in phases else phases, gpu_cost=gpu_cost, net_capacity=net_capacity,
                            skip_invalid=skip_invalid, drop_unfit=drop_unfit)
     echo_import(summary, "pods", time.perf_counter() - start)
+
+
+def _stage_bars(stack: contextlib.ExitStack):
+    """An importer's progress callback: one bar per stage, each with its own total (files or bytes)."""
+    bars: dict = {}
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if stage not in bars:
+            bars[stage] = stack.enter_context(progress_bar(stage, total))
+        bars[stage].update(done - bars[stage].pos)
+
+    return progress
+
+
+_net_capacity = click.option("--net-capacity", type=click.FloatRange(min=0), default=25.0, show_default=True,
+                             help="Nominal network capacity per host, Gbps (the trace has no network bandwidth; tasks request 0).")
+_machines = click.option("--machines", type=click.IntRange(min=1), default=None,
+                         help="Keep only the first N machines by id (numeric order: 2 before 10) and the tasks on them, for a quick look. Default: all.")
+
+
+@import_group.command("google2019", short_help="Import a Google Borg 2019 cell exported from BigQuery.")
+@click.argument("src", type=click.Path(path_type=Path))
+@_import_out
+@click.option("--at", type=click.IntRange(min=0), default=None,
+              help="Snapshot time, microseconds since the trace start: the placement is each instance's latest state at or before it. "
+                   "Default: the end of the latest instance_usage window (without usage: the latest instance event).")
+@click.option("--cell", default=None, help="Read SRC/CELL (one folder per cell, e.g. 'a' for clusterdata_2019_a). Default: SRC itself.")
+@_machines
+@click.option("--cores-per-unit", type=click.FloatRange(min=0, min_open=True), default=64.0, show_default=True,
+              help="Cores per 1.0 normalized CPU unit (NCU; 1.0 = the largest machine's CPU). Scales capacity, requests and usage alike.")
+@click.option("--gib-per-unit", type=click.FloatRange(min=0, min_open=True), default=256.0, show_default=True,
+              help="GiB per 1.0 normalized memory unit (1.0 = the largest machine's memory). Scales capacity, requests and usage alike.")
+@click.option("--usage", "usage_stat", type=click.Choice(["average", "maximum"]), default="average", show_default=True,
+              help="Value of each 5-minute usage window: its average, or its maximum (the p99 then bounds 5-minute peaks).")
+@_net_capacity
+def import_google2019_cmd(src: Path, out: Path, at: int | None, cell: str | None, machines: int | None, cores_per_unit: float,
+                          gib_per_unit: float, usage_stat: str, net_capacity: float) -> None:
+    """Import one cell of the Google cluster trace 2019 (machine_events, instance_events, instance_usage).
+
+    SRC holds the tables as exported from BigQuery: JSON lines or CSV with a header,
+    .gz allowed, one or more shards per table named <table>*. Machines in the cell
+    at --at become hosts (one architecture per platform and capacity, in the
+    trace's own fleet.toml); instances running at --at become tasks on their
+    machines; each 5-minute usage window becomes one sample. CPU and memory are
+    Google's normalized units, scaled to cores and GiB by --cores-per-unit and
+    --gib-per-unit. Tasks on unknown machines are dropped and counted.
+    """
+    check_output_writable(out)
+    start = time.perf_counter()
+    with contextlib.ExitStack() as stack:
+        summary = import_google2019(src, out, at=at, cell=cell, machines=machines, cores_per_unit=cores_per_unit, gib_per_unit=gib_per_unit,
+                                    usage_stat=usage_stat, net_capacity=net_capacity, progress=_stage_bars(stack))
+    echo_import(summary, "instances", time.perf_counter() - start)
+
+
+@import_group.command("alibaba2018", short_help="Import the Alibaba cluster-trace-v2018 (containers on machines).")
+@click.argument("src", type=click.Path(path_type=Path))
+@_import_out
+@click.option("--at", type=click.FloatRange(min=0), default=None,
+              help="Snapshot time, seconds since the trace start: each machine's and container's last record at or before it counts. "
+                   "Default: the latest time_stamp of container_meta.")
+@_machines
+@click.option("--machine-mem", "machine_mem_gib", type=click.FloatRange(min=0, min_open=True), default=512.0, show_default=True,
+              help="GiB of the largest machine (normalized mem_size 100); the trace publishes memory only normalized.")
+@click.option("--status", "statuses", multiple=True,
+              help="Keep only containers whose last status is this (as in container_meta); repeat for several. Default: every status.")
+@_net_capacity
+def import_alibaba2018_cmd(src: Path, out: Path, at: float | None, machines: int | None, machine_mem_gib: float, statuses: tuple[str, ...],
+                           net_capacity: float) -> None:
+    """Import the Alibaba cluster-trace-v2018 (machine_meta, container_meta, container_usage; headerless CSVs).
+
+    SRC holds machine_meta.csv, container_meta.csv and optionally container_usage.csv
+    (.csv.gz allowed), as published (columns in the order of the trace's schema.txt).
+    Machines at --at become hosts (one architecture per cores/memory shape, in the
+    trace's own fleet.toml; domain = failure_domain_1), containers become tasks on
+    their machines (cpu_request / 100 cores, memory scaled by --machine-mem), and
+    container_usage percentages (of the container's request) become cores and GiB.
+    Containers on unknown machines are dropped and counted.
+    """
+    check_output_writable(out)
+    start = time.perf_counter()
+    with contextlib.ExitStack() as stack:
+        summary = import_alibaba2018(src, out, at=at, machines=machines, machine_mem_gib=machine_mem_gib, statuses=statuses or None,
+                                     net_capacity=net_capacity, progress=_stage_bars(stack))
+    echo_import(summary, "containers", time.perf_counter() - start)

@@ -18,7 +18,11 @@ class ImportSummary:
     :class:`Problem` per file, column and reason (a row with several problems is
     counted under each); ``skipped_rows`` counts each dropped row once.
     ``dropped``: tasks left out because they fit no host, with the reason.
-    ``filtered``: records left out on purpose by an option (e.g. a pod phase filter).
+    ``filtered``: records left out on purpose by an option (e.g. a pod phase filter);
+    ``filtered_reason`` says which.
+    Importers of cluster traces (Google 2019, Alibaba 2018) also drop, with the
+    reason, tasks whose machine is unknown at the snapshot, and list samples they
+    leave out as documented (e.g. Alibaba's -1/101 markers) under ``skipped``.
     ``merged_samples``: duplicate samples (same task and timestamp) merged into one.
     """
 
@@ -32,6 +36,7 @@ class ImportSummary:
     skipped: tuple[Problem, ...] = ()
     dropped: dict[str, str] = field(default_factory=dict)
     filtered: int = 0
+    filtered_reason: str = "by --phase"
     merged_samples: int = 0
 
     @property
