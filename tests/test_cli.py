@@ -148,4 +148,4 @@ def test_the_root_shim_runs_the_console_script():
 
     shim = runpy.run_path(str(Path(__file__).resolve().parents[1] / "cli.py"))
     assert shim["main"] is packer.cli.main
-    assert set(cli.commands) == {"validate", "profile", "characterize", "generate", "import", "solve", "verify", "sweep", "report"}
+    assert set(cli.commands) == {"validate", "profile", "characterize", "generate", "import", "export", "solve", "verify", "sweep", "report"}
