@@ -1,6 +1,8 @@
 """Column generation over host patterns (packer.solvers.patterns): a valid lower bound, valid packings, used by full repacks."""
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -9,7 +11,7 @@ from hypothesis import strategies as st
 from packer.model.build import GoalWeights
 from packer.model.metrics import evaluate, violations
 from packer.solvers import solve_milp
-from packer.solvers.patterns import column_generation, pattern_packing, supported, task_classes
+from packer.solvers.patterns import column_generation, full_patterns, host_types, pattern_packing, supported, task_classes
 from packer.solvers.run import run_solver
 from problems import known_optimum_problem, random_problem, small_problem
 
@@ -95,7 +97,51 @@ def test_column_generation_gives_up_while_its_lp_stays_far_above_another_bound()
     problem, optimum = known_optimum_problem(11, 300)
     found = column_generation(problem, time_limit=2, give_up_above=0.5 * optimum)
     assert found.gave_up and not found.converged
-    assert pattern_packing(problem, found) is None
+    packed = pattern_packing(problem, found, time_limit=2)  # from full patterns only: its columns are not used
+    assert packed is None or violations(problem, packed) == []
+
+
+def _exact_fills(sizes: np.ndarray, capacity: int) -> set[tuple[int, ...]]:
+    """Every multiset of the distinct ``sizes`` (no more of each than there are) that sums to ``capacity``: counts per distinct size."""
+    values, count = np.unique(sizes, return_counts=True)
+    ranges = [range(min(int(n), capacity // int(v)) + 1) for v, n in zip(values, count)]
+    return {combo for combo in itertools.product(*ranges) if any(combo) and int(np.dot(combo, values)) == capacity}
+
+
+@settings(max_examples=30, deadline=None)
+@given(sizes=st.lists(st.integers(2, 12), min_size=1, max_size=10), capacity=st.integers(12, 24))
+def test_full_patterns_are_the_exact_fills(sizes, capacity):
+    # Integer sizes: a pattern is full exactly when its tasks sum to the capacity (grid rounding aside).
+    sizes = np.array(sizes, dtype=float)
+    problem = small_problem(sizes, [float(capacity)] * len(sizes), [1.0] * len(sizes), np.arange(len(sizes)), weights=PRIMARY_ONLY)
+    classes = task_classes(problem)
+    listed = full_patterns(classes, host_types(problem, classes), limit=10_000)
+    size_of_class = np.array([sizes[classes.of_task == c][0] for c in range(len(classes.count))])
+    order = np.argsort(size_of_class)  # classes in increasing size, as np.unique orders the sizes
+    got = {tuple(int(counts[c]) for c in order) for _, counts in listed}
+    assert len(got) == len(listed)
+    assert got == _exact_fills(sizes, capacity)
+
+
+def _triplets(n_bins: int, seed: int) -> np.ndarray:
+    """Falkenauer's triplet family: per bin of 1,000, sizes in [250, 500] that sum to exactly 1,000, shuffled."""
+    rng = np.random.default_rng(seed)
+    first = rng.integers(380, 491, n_bins)
+    second = rng.integers(250, 1000 - first - 250 + 1)
+    return rng.permutation(np.column_stack([first, second, 1000 - first - second]).ravel()).astype(float)
+
+
+def test_triplets_pack_into_full_hosts():
+    # Column generation's own columns rarely combine into 3 items per bin; the full patterns do.
+    for seed in (1, 2):
+        sizes = _triplets(20, seed)
+        problem = small_problem(sizes, [1000.0] * 60, [1.0] * 60, np.arange(60), weights=PRIMARY_ONLY)
+        found = column_generation(problem, time_limit=2)
+        packed = pattern_packing(problem, found, time_limit=2)
+        assert violations(problem, packed) == []
+        assert primary(problem, packed) == 20.0
+        result = run_solver(problem, "engine", time_limit=4)
+        assert primary(problem, result.assign) == 20.0 and result.stats["bound"]["primary_lower_bound"] == 20.0
 
 
 def _summary(lower, gap, bound=None) -> dict:
@@ -113,3 +159,10 @@ def test_the_console_never_prints_an_infinite_bound_and_says_when_the_bound_is_r
     assert _status(_summary(86.0, 0.0, 86.0)) == ("feasible: gap 4.44% to the lower bound 86 on the objective 90; "
                                                   "TCO equals its lower bound (proven optimal TCO)")
     assert _status(_summary(86.0, 0.035, 86.0)) == "feasible: gap 4.44% to the lower bound 86 on the objective 90"
+
+
+def test_the_full_pattern_search_stays_bounded_on_many_tiny_tasks():
+    # 300 tasks of 1 on hosts of 100: a full host holds 100 tasks, more than a full pattern may (no deep recursion, no pattern).
+    problem = small_problem([1.0] * 300, [100.0] * 300, [1.0] * 300, np.arange(300), weights=PRIMARY_ONLY)
+    classes = task_classes(problem)
+    assert full_patterns(classes, host_types(problem, classes), limit=10_000) == []

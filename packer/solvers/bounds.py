@@ -63,7 +63,7 @@ class CostBound:
 
 @dataclass(frozen=True)
 class _Solution:
-    """What :func:`_minimize` found: ``x`` (None without a solution), its ``objective``, a proven lower ``bound`` and the termination."""
+    """What :func:`minimize` found: ``x`` (None without a solution), its ``objective``, a proven lower ``bound`` and the termination."""
 
     optimal: bool
     x: np.ndarray | None
@@ -72,15 +72,18 @@ class _Solution:
     reason: str
 
 
-def _minimize(cost: np.ndarray, matrix: tuple[np.ndarray, np.ndarray, np.ndarray], row_bounds: tuple[np.ndarray, np.ndarray],
-              var_bounds: tuple[np.ndarray, np.ndarray], integer: np.ndarray, solver: mathopt.SolverType,
-              time_limit: float | None = None) -> _Solution:
+def minimize(cost: np.ndarray, matrix: tuple[np.ndarray, np.ndarray, np.ndarray], row_bounds: tuple[np.ndarray, np.ndarray],
+             var_bounds: tuple[np.ndarray, np.ndarray], integer: np.ndarray, solver: mathopt.SolverType,
+             time_limit: float | None = None, relative_gap: float = 0.0, node_limit: int | None = None,
+             presolve: bool = True) -> _Solution:
     """Minimize ``cost·x`` s.t. ``row_lb ≤ A x ≤ row_ub``, ``var_lb ≤ x ≤ var_ub``, ``x`` integer where ``integer``.
 
     ``matrix`` is ``A`` as (row, column, coefficient) arrays; ``row_bounds`` and
     ``var_bounds`` are (lower, upper) arrays; ``time_limit`` in seconds. The model is
     handed to MathOpt as a proto built from the arrays, so a large LP costs no Python
-    loop per variable. A MILP is solved to a zero gap (so "optimal" is exact).
+    loop per variable. A MILP is solved to ``relative_gap`` (default zero, so "optimal"
+    is exact), or until ``node_limit`` branch-and-bound nodes. ``presolve=False`` turns the
+    solver's presolve off (HiGHS's MIP presolve does not watch the time limit).
     """
     rows, cols, coefs = matrix
     (row_lb, row_ub), (var_lb, var_ub) = row_bounds, var_bounds
@@ -102,7 +105,8 @@ def _minimize(cost: np.ndarray, matrix: tuple[np.ndarray, np.ndarray, np.ndarray
     proto.linear_constraint_matrix.row_ids.extend(rows[order].tolist())
     proto.linear_constraint_matrix.column_ids.extend(cols[order].tolist())
     proto.linear_constraint_matrix.coefficients.extend(coefs[order].tolist())
-    params = mathopt.SolveParameters(relative_gap_tolerance=0.0 if np.any(integer) else None,
+    params = mathopt.SolveParameters(relative_gap_tolerance=relative_gap if np.any(integer) else None, node_limit=node_limit,
+                                     presolve=None if presolve else mathopt.Emphasis.OFF,
                                      time_limit=None if time_limit is None else datetime.timedelta(seconds=time_limit))
     model = mathopt.Model.from_model_proto(proto)
     result = solve_mathopt(model, solver, params=params)
@@ -139,8 +143,8 @@ def freeable_cost_bound(problem: PlacementProblem, budget: int | None = None) ->
     A = np.vstack(rows)
     r, c = np.nonzero(A)
     n = n_y + n_z
-    lp = _minimize(objective, (r, c, A[r, c]), (np.full(len(A), -np.inf), np.concatenate(rhs)), (np.zeros(n), np.ones(n)),
-                   np.zeros(n, dtype=bool), mathopt.SolverType.GLOP)
+    lp = minimize(objective, (r, c, A[r, c]), (np.full(len(A), -np.inf), np.concatenate(rhs)), (np.zeros(n), np.ones(n)),
+                  np.zeros(n, dtype=bool), mathopt.SolverType.GLOP)
     if not lp.optimal:
         # Fall back to the trivial bound: every emptiable host's cost.
         return CostBound(float(cost[emptiable].sum()), "freeable", False, {"lp_status": lp.reason})
@@ -185,7 +189,7 @@ def repack_cost_bound(problem: PlacementProblem, time_limit: float = 30.0) -> Co
     row_bounds = (np.concatenate([np.ones(U), np.full(A * D, -np.inf)]), np.concatenate([np.ones(U), np.zeros(A * D)]))
     var_bounds = (np.concatenate([np.zeros(n_x), must_open]), np.concatenate([np.ones(n_x), available]))
     integer = np.concatenate([np.zeros(n_x, dtype=bool), np.ones(A, dtype=bool)])
-    res = _minimize(c, (rows, cols, coefs), row_bounds, var_bounds, integer, mathopt.SolverType.HIGHS, time_limit)
+    res = minimize(c, (rows, cols, coefs), row_bounds, var_bounds, integer, mathopt.SolverType.HIGHS, time_limit)
     if res.x is None:
         return CostBound(np.inf, "repack-lower", False, {"reason": res.reason})
     # A MILP stopped early proves only its dual bound.

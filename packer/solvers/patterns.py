@@ -30,6 +30,9 @@ seen, so a run stopped at any time still reports a valid bound.
 Packings (:func:`pattern_packing`): the integer master over the columns found
 (HiGHS), then real tasks into the chosen patterns' slots with exact capacity and
 eligibility checks; the few that do not fit (grid rounding) are placed by best fit.
+Where that stays above the bound, a second integer program over *full* patterns
+(:func:`full_patterns`, :func:`full_packing`) packs as many tasks as pays into hosts they
+fill, and the rest by best fit.
 
 Supported: capacity, eligibility (a task may also stay on its current host), pins,
 any goal whose primary cost is per open host (``tco``, ``hosts``). Not modelled:
@@ -54,7 +57,7 @@ from ortools.sat.python import cp_model
 from packer import interrupt
 from packer.model.metrics import TOLERANCE, host_loads, initially_overloaded
 from packer.model.problem import PlacementProblem
-from packer.solvers.bounds import solve_mathopt
+from packer.solvers.bounds import minimize, solve_mathopt
 from packer.solvers.clock import WALL_CAP, SearchClock
 
 log = logging.getLogger(__name__)
@@ -104,10 +107,8 @@ class PatternResult:
     iterations: int
     classes: Classes
     types: HostTypes
-    columns: list[tuple[int, np.ndarray]] = field(default_factory=list)  # (type, counts per class)
+    master: "Master"
     wall_s: float = 0.0
-    master: mathopt.Model | None = None  # the master LP; ``column_vars`` are its variables of ``columns``, in order
-    column_vars: list = field(default_factory=list)
     gave_up: bool = False  # stopped early, the LP still far above ``give_up_above``: no packing from these columns
     capped: bool = False  # a deterministic run cut by its wall-clock cap (packer.solvers.clock): another run may differ
 
@@ -117,7 +118,7 @@ class PatternResult:
             return float(x) if math.isfinite(x) else None
 
         return {"pattern_bound": finite(self.bound), "pattern_lp": finite(self.lp), "pattern_converged": self.converged,
-                "pattern_iterations": self.iterations, "pattern_columns": len(self.columns), "pattern_gave_up": self.gave_up,
+                "pattern_iterations": self.iterations, "pattern_columns": len(self.master.columns), "pattern_gave_up": self.gave_up,
                 "pattern_classes": len(self.classes.count), "pattern_grid": self.classes.grid, "pattern_wall_s": round(self.wall_s, 2)}
 
 
@@ -287,6 +288,34 @@ def _lagrangian_bound(pi: np.ndarray, upper: np.ndarray, classes: Classes, types
     return max(plain, types.constant + (float(pi @ classes.count) - pinned) / theta)
 
 
+class Master:
+    """The master LP of the module doc: one row per class (cover) and per host type (limit), one variable per column."""
+
+    def __init__(self, classes: Classes, types: HostTypes):
+        self.model = mathopt.Model(name="patterns")
+        self.cost = types.cost
+        self.cover = [self.model.add_linear_constraint(lb=float(n)) for n in classes.count]
+        self.limit = [self.model.add_linear_constraint(ub=float(len(h))) for h in types.hosts]
+        self.columns: list[tuple[int, np.ndarray]] = []  # (type, counts per class), in the order of ``variables``
+        self.variables: list = []
+        self._seen: set[tuple[int, bytes]] = set()
+
+    def add_column(self, t: int, counts: np.ndarray) -> bool:
+        """Add the pattern ``counts`` of host type ``t``; False if the master has it already."""
+        key = (t, counts.tobytes())
+        if key in self._seen:
+            return False
+        self._seen.add(key)
+        var = self.model.add_variable(lb=0.0)
+        self.model.objective.set_linear_coefficient(var, float(self.cost[t]))
+        self.limit[t].set_coefficient(var, 1.0)
+        for c in np.flatnonzero(counts):
+            self.cover[c].set_coefficient(var, float(counts[c]))
+        self.columns.append((t, counts))
+        self.variables.append(var)
+        return True
+
+
 def column_generation(problem: PlacementProblem, time_limit: float = 30.0, max_classes: int = 300,
                       pricing_time: float = 2.0, give_up_above: float = np.inf, deterministic: bool = False) -> PatternResult | None:
     """Run column generation (module doc) for at most ``time_limit`` seconds; None where it does not apply (:func:`supported`).
@@ -305,9 +334,8 @@ def column_generation(problem: PlacementProblem, time_limit: float = 30.0, max_c
     C, Ty = len(classes.count), len(types.cost)
     fits = classes.allowed[:, types.arch] & (classes.k[:, None, :] <= types.room[None, :, :]).all(axis=2)
 
-    model = mathopt.Model(name="patterns")
-    cover = [model.add_linear_constraint(lb=float(n)) for n in classes.count]
-    limit = [model.add_linear_constraint(ub=float(len(h))) for h in types.hosts]
+    master = Master(classes, types)
+    model, cover, limit, add_column = master.model, master.cover, master.limit, master.add_column
     for a in np.flatnonzero((types.pinned_room > 0).any(axis=1)):
         usable = np.flatnonzero(classes.allowed[:, a] & (classes.k <= types.pinned_room[a]).all(axis=1))
         if len(usable) == 0:
@@ -320,24 +348,6 @@ def column_generation(problem: PlacementProblem, time_limit: float = 30.0, max_c
             for c, var in zip(usable, y):
                 if classes.k[c, d]:
                     room_row.set_coefficient(var, float(classes.k[c, d]))
-    columns: list[tuple[int, np.ndarray]] = []
-    column_vars: list = []
-    seen: set[tuple[int, bytes]] = set()
-
-    def add_column(t: int, counts: np.ndarray) -> bool:
-        key = (t, counts.tobytes())
-        if key in seen:
-            return False
-        seen.add(key)
-        var = model.add_variable(lb=0.0)
-        model.objective.set_linear_coefficient(var, float(types.cost[t]))
-        limit[t].set_coefficient(var, 1.0)
-        for c in np.flatnonzero(counts):
-            cover[c].set_coefficient(var, float(counts[c]))
-        columns.append((t, counts))
-        column_vars.append(var)
-        return True
-
     # Start from the current placement's hosts (a feasible master) and one singleton per class.
     type_of_host = np.full(problem.n_hosts, -1, dtype=np.int64)
     for t, hosts in enumerate(types.hosts):
@@ -404,40 +414,194 @@ def column_generation(problem: PlacementProblem, time_limit: float = 30.0, max_c
             break
     lp_value += types.constant
     return PatternResult(bound=best_bound, lp=lp_value, converged=converged, iterations=iterations, classes=classes, types=types,
-                         columns=columns, wall_s=clock.wall(), master=model, column_vars=column_vars, gave_up=gave_up,
+                         master=master, wall_s=clock.wall(), gave_up=gave_up,
                          capped=clock.capped)
 
 
 def pattern_packing(problem: PlacementProblem, found: PatternResult, time_limit: float = 10.0,
                     deterministic: bool = False) -> np.ndarray | None:
-    """A placement from the columns of ``found`` (module doc): integer master, slots, then best fit for the rest.
+    """A placement from patterns (module doc): an integer master, slots, then best fit for the rest.
 
-    ``deterministic``: the integer master stops after :data:`DETERMINISTIC_MASTER_NODES` nodes rather than
-    at ``time_limit`` (then only a cap of :data:`~packer.solvers.clock.WALL_CAP` times it).
+    Two packings: the integer master over the columns column generation found
+    (:func:`_master_packing`; not when it gave up), and one from *full* patterns only
+    (:func:`full_packing`): at the LP optimum many patterns price alike and column
+    generation keeps only the few it needed, while a packing that meets the bound (every
+    host full) may need others (Falkenauer's triplets: every bin holds exactly three items
+    that fill it). The master comes first when column generation converged, the full
+    patterns first otherwise; the second runs only if the first stays above the bound,
+    and the cheaper is returned.
 
-    None when the problem has rules the packing does not honour (:data:`PACKING_RULES`),
-    column generation gave up, or the integer master finds no solution in ``time_limit`` seconds. The placement may
+    ``deterministic``: each integer master stops after :data:`DETERMINISTIC_MASTER_NODES` nodes rather than
+    at its time (then only a cap of :data:`~packer.solvers.clock.WALL_CAP` times it).
+
+    None when the problem has rules the packing does not honour (:data:`PACKING_RULES`)
+    or no integer master finds a solution in ``time_limit`` seconds. The placement may
     still break a rule the caller checks; the engine only keeps a valid start.
     """
-    if any(rule.name not in PACKING_RULES for rule in problem.rules) or not found.columns or found.gave_up:
+    master = found.master
+    if any(rule.name not in PACKING_RULES for rule in problem.rules) or not master.columns:
         return None
-    classes, types = found.classes, found.types
-    for var in found.column_vars:
+    clock = SearchClock(time_limit, deterministic)
+    target = math.ceil(found.bound - 1e-6) if np.array_equal(found.types.cost, np.round(found.types.cost)) else found.bound
+    methods = [] if found.gave_up else [_master_packing]
+    # Columns of a converged run price the LP optimum: their integer master comes first; otherwise the full patterns.
+    methods.insert(0 if found.converged else len(methods), full_packing)
+    best, best_cost = None, np.inf
+    for k, method in enumerate(methods):
+        seconds = clock.remaining() / (len(methods) - k)
+        packed = method(problem, found, max(0.1, seconds), deterministic)
+        cost = np.inf if packed is None else float(problem.primary_cost[np.unique(packed)].sum())
+        if cost < best_cost:
+            best, best_cost = packed, cost
+        if best_cost <= target + 1e-6:
+            break
+    return best
+
+
+def _master_packing(problem: PlacementProblem, found: PatternResult, seconds: float, deterministic: bool = False) -> np.ndarray | None:
+    """The integer master over column generation's columns (HiGHS, ``seconds``), filled with the real tasks."""
+    master = found.master
+    for var in master.variables:
         var.integer = True
     try:
-        seconds = max(0.1, time_limit) * (WALL_CAP if deterministic else 1.0)
-        params = mathopt.SolveParameters(time_limit=datetime.timedelta(seconds=seconds), relative_gap_tolerance=1e-4,
-                                         node_limit=DETERMINISTIC_MASTER_NODES if deterministic else None)
-        result = solve_mathopt(found.master, mathopt.SolverType.HIGHS, params=params)
+        result = solve_mathopt(master.model, mathopt.SolverType.HIGHS, params=_integer_parameters(seconds, deterministic))
     finally:
-        for var in found.column_vars:
+        for var in master.variables:
             var.integer = False
     if not result.has_primal_feasible_solution():
         return None
-    used = np.round(result.variable_values(found.column_vars)).astype(np.int64)
-    col_type = np.array([t for t, _ in found.columns])
-    counts = np.stack([c for _, c in found.columns])
-    return _fill(problem, classes, types, col_type, counts, used)
+    used = np.round(result.variable_values(master.variables)).astype(np.int64)
+    col_type = np.array([t for t, _ in master.columns])
+    return _fill(problem, found.classes, found.types, col_type, np.stack([c for _, c in master.columns]), used)
+
+
+def _integer_parameters(seconds: float, deterministic: bool) -> mathopt.SolveParameters:
+    return mathopt.SolveParameters(time_limit=datetime.timedelta(seconds=max(0.1, seconds) * (WALL_CAP if deterministic else 1.0)),
+                                   relative_gap_tolerance=1e-4, node_limit=DETERMINISTIC_MASTER_NODES if deterministic else None)
+
+
+def full_packing(problem: PlacementProblem, found: PatternResult, seconds: float, deterministic: bool = False) -> np.ndarray | None:
+    """A packing that puts as many tasks as pays into full hosts (:func:`full_patterns`), the rest by best fit.
+
+    An integer program over the full patterns: ``min Σ_p cost_p λ_p + Σ_c penalty_c s_c``
+    s.t. ``Σ_p a_cp λ_p + s_c = n_c`` and at most the hosts of each type, where ``s_c``
+    counts the tasks of class c left to the best fit of :func:`_fill` and ``penalty_c``
+    is :data:`FULL_PACKING_PENALTY` × the cheapest cost of the share of a host the class
+    takes (in its tightest dimension): a full host is worth its cost, leaving its tasks
+    out clearly more (a factor close to 1 leaves the LP with near-ties that HiGHS is slow
+    to settle). Covering exactly (no surplus) keeps the program small and its LP tight.
+    It is tried first with ``s = 0`` (every task in a full host), for
+    :data:`PERFECT_PACKING_SHARE` of the time. HiGHS without presolve (on thousands of
+    patterns it took seconds, past any time limit), ``seconds``; None without patterns or a solution.
+    """
+    classes, types = found.classes, found.types
+    clock = SearchClock(seconds, deterministic)
+    patterns = full_patterns(classes, types, FULL_PATTERNS)
+    if not patterns:
+        return None
+    fits = classes.allowed[:, types.arch] & (classes.k[:, None, :] <= types.room[None, :, :]).all(axis=2)
+    share = (classes.k[:, None, :] / np.maximum(types.room[None, :, :], 1)).max(axis=2)
+    penalty = FULL_PACKING_PENALTY * np.where(fits, share * types.cost[None, :], np.inf).min(axis=1)
+    penalty[~np.isfinite(penalty)] = FULL_PACKING_PENALTY * types.cost.max()  # fits only beside pinned tasks: always left out
+    col_type = np.array([t for t, _ in patterns])
+    counts = np.stack([c for _, c in patterns])
+    P, C = counts.shape
+    kinds = np.unique(col_type)
+    # Columns: λ_p (P), then s_c (C). Rows: one per class (= n_c), then one per host type used (≤ its hosts).
+    pat, cls = np.nonzero(counts)
+    rows = np.concatenate([cls, np.arange(C), C + np.searchsorted(kinds, col_type)])
+    cols = np.concatenate([pat, P + np.arange(C), np.arange(P)])
+    coefs = np.concatenate([counts[pat, cls], np.ones(C), np.ones(P)]).astype(float)
+    n_hosts = np.array([len(h) for h in types.hosts], dtype=float)
+    row_bounds = (np.concatenate([classes.count, np.full(len(kinds), -np.inf)]).astype(float),
+                  np.concatenate([classes.count, n_hosts[kinds]]).astype(float))
+    cost = np.concatenate([types.cost[col_type], penalty])
+    # First every task in a full host (no s_c): where such a packing exists HiGHS finds it at once, while the
+    # penalized program's LP has many near-ties; then, if that fails, the penalized one.
+    for left_out, part in ((0.0, PERFECT_PACKING_SHARE), (np.inf, 1.0)):
+        var_bounds = (np.zeros(P + C), np.concatenate([n_hosts[col_type], np.full(C, left_out)]))
+        seconds_part = max(0.1, part * clock.remaining())
+        solution = minimize(cost, (rows, cols, coefs), row_bounds, var_bounds, np.arange(P + C) < P, mathopt.SolverType.HIGHS,
+                            time_limit=seconds_part * (WALL_CAP if deterministic else 1.0), relative_gap=1e-4,
+                            node_limit=DETERMINISTIC_MASTER_NODES if deterministic else None, presolve=False)
+        if solution.x is not None:
+            return _fill(problem, classes, types, col_type, counts, np.round(solution.x[:P]).astype(np.int64))
+    return None
+
+
+#: Most full patterns :func:`full_patterns` lists (over all host types), and partial patterns it extends per type
+#: (a count, not a time, so that a deterministic run lists the same patterns).
+FULL_PATTERNS = 20_000
+FULL_PATTERN_VISITS = 300_000
+#: Most tasks in a full pattern (hosts of many small tasks fill well without them).
+FULL_PATTERN_TASKS = 64
+#: Share of :func:`full_packing`'s time for a packing of every task into full hosts, before it lets tasks out.
+PERFECT_PACKING_SHARE = 0.5
+#: What :func:`full_packing` charges per task it leaves to the best fit, as a multiple of the task's cheapest share of a host.
+FULL_PACKING_PENALTY = 2.0
+
+
+def full_patterns(classes: Classes, types: HostTypes, limit: int) -> list[tuple[int, np.ndarray]]:
+    """Up to ``limit`` patterns (type, counts) that fill their host type in its binding dimension, cheapest types first.
+
+    The binding dimension of a type is the one whose room the classes' total demand fills
+    most. A pattern is *full* when the room it leaves there is smaller than its number of
+    tasks: each task's demand is rounded down to the grid by less than one unit, so a
+    set of tasks that fills the dimension exactly on the real numbers is full. Depth-first
+    over the classes by decreasing size; a partial pattern is extended only by tasks that
+    leave room for at least one more, and completed by the tasks that fill it (found by
+    binary search), so on instances of few tasks per host the search visits little more
+    than the patterns it lists; at most :data:`FULL_PATTERN_VISITS` extensions per type and
+    :data:`FULL_PATTERN_TASKS` tasks per pattern.
+    """
+    out: list[tuple[int, np.ndarray]] = []
+    total = (classes.count[:, None] * classes.k).sum(axis=0)
+    for t in np.argsort(types.cost, kind="stable").tolist():
+        room = types.room[t]
+        fits = classes.allowed[:, types.arch[t]] & (classes.k <= room).all(axis=1) & (classes.k.any(axis=1))
+        if not fits.any():
+            continue
+        d = int(np.argmax(total / np.maximum(room, 1)))
+        cand = np.flatnonzero(fits & (classes.k[:, d] > 0))
+        cand = cand[np.argsort(-classes.k[cand, d], kind="stable")]
+        size = classes.k[cand, d]
+        ub = np.minimum(classes.count[cand], room[d] // size)
+        ascending = size[::-1]
+        counts = np.zeros(len(classes.count), dtype=np.int64)
+        seen: set[bytes] = set()
+        visits = [0]
+
+        def extend(first: int, left: np.ndarray, items: int) -> None:
+            if len(out) >= limit:
+                return
+            # Tasks that complete the pattern: size in (left_d − items − 1, left_d], from ``first`` on.
+            lo = len(size) - int(np.searchsorted(ascending, left[d], side="right"))
+            hi = len(size) - int(np.searchsorted(ascending, left[d] - items - 1, side="right"))
+            for j in range(max(first, lo), hi):
+                c = cand[j]
+                if counts[c] < ub[j] and (classes.k[c] <= left).all():
+                    counts[c] += 1
+                    key = counts.tobytes()
+                    if key not in seen:
+                        seen.add(key)
+                        out.append((t, counts.copy()))
+                    counts[c] -= 1
+            if items + 1 >= FULL_PATTERN_TASKS:
+                return
+            # Tasks that leave room for at least one more: size ≤ left_d − the smallest size.
+            roomy = len(size) - int(np.searchsorted(ascending, left[d] - size[-1], side="right"))
+            for j in range(max(first, roomy), len(size)):
+                visits[0] += 1
+                if len(out) >= limit or visits[0] > FULL_PATTERN_VISITS:
+                    return
+                c = cand[j]
+                if counts[c] < ub[j] and (classes.k[c] <= left).all():
+                    counts[c] += 1
+                    extend(j, left - classes.k[c], items + 1)
+                    counts[c] -= 1
+
+        extend(0, room.copy(), 0)
+    return out
 
 
 def _fill(problem: PlacementProblem, classes: Classes, types: HostTypes, col_type: np.ndarray, counts: np.ndarray,

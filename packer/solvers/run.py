@@ -169,8 +169,8 @@ def _pattern_bound_and_start(problem: PlacementProblem, time_limit: float, detai
                              progress: Callable[[Progress], None] | None, deterministic: bool = False) -> tuple[float, np.ndarray | None]:
     """Column generation on a full repack (:mod:`packer.solvers.patterns`): the better lower bound, recorded in ``detail``, and a valid start.
 
-    It gets :data:`PATTERN_TIME_SHARE` of ``time_limit`` for the bound and half as much for
-    the integer packing; the engine gets the rest.
+    It gets :data:`PATTERN_TIME_SHARE` of ``time_limit`` for the bound and half as much, plus
+    what the bound left unused, for the integer packing; the engine gets the rest.
     """
     if progress is not None:
         today, lower = evaluate(problem, problem.current), detail["primary_lower_bound"]
@@ -179,7 +179,10 @@ def _pattern_bound_and_start(problem: PlacementProblem, time_limit: float, detai
     detail.update(found.detail)
     if lower > detail["primary_lower_bound"]:
         detail.update(primary_lower_bound=lower, kind="lower bound on primary cost (full repack, column generation over host patterns)")
-    packed = pattern_packing(problem, found, time_limit=PATTERN_TIME_SHARE * time_limit / 2, deterministic=deterministic)
+    share = PATTERN_TIME_SHARE * time_limit
+    # What column generation left of its share goes to the packing too (not when deterministic: a wall time is not reproducible).
+    packing_time = share / 2 if deterministic else max(share / 2, 1.5 * share - found.wall_s)
+    packed = pattern_packing(problem, found, time_limit=packing_time, deterministic=deterministic)
     broken = [] if packed is None else violations(problem, packed)
     if broken:
         log.warning("pattern packing broke a rule (%s); not used", "; ".join(broken))
