@@ -376,7 +376,8 @@ def scan_usage(
 
     ``dims`` defaults to every resource column of the usage table. ``progress`` is
     called with numbers of rows as the scan goes through them, once per pass: usage that is spilled counts
-    when spilled and again when its partition is yielded (:func:`usage_work` is the total). Without ``skip_invalid``,
+    when spilled and again once the caller is done with its partition (:func:`usage_work` is the total), rows read
+    by task once the caller is done with their chunk. Without ``skip_invalid``,
     any invalid row makes the scan end with an :class:`InputError` after all rows
     were checked (so the counts are complete); callers must not write output before
     the scan ends. With it, invalid rows are dropped and counted in ``log``. Close
