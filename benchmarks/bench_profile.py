@@ -2,6 +2,13 @@
 
     python benchmarks/bench_profile.py [TRACE] [--skip-naive]
     python benchmarks/bench_profile.py TRACE --row-order [--repeat N]
+    python benchmarks/bench_profile.py TRACE --engine dask [--workers N] [--skip-naive]
+
+--engine dask profiles TRACE with the local engine and on a local Dask cluster of N
+single-threaded workers (default 2; needs packer[dask]), checks that the two are
+bitwise identical, and compares both with the pandas groupby-quantile reference. For
+Dask it reports the wall time with and without the cluster's start, the driver's peak
+RSS and the largest peak RSS of the cluster's processes (reaped when it stops).
 
 --row-order instead profiles TRACE (usage sorted by task, as generated) and a copy
 whose usage is sorted by time, as public traces are published (TRACE-by-time,
@@ -42,6 +49,25 @@ use = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({"wall_s": wall, "cpu_s": use.ru_utime + use.ru_stime, "peak_rss_mib": use.ru_maxrss / 1024, "rows": r.rows, "code": packer.__file__}))
 """
 
+DASK = """
+import json, resource, sys, time
+import packer
+from packer.io.trace import read_trace
+from packer.characterization.profile_dask import profile_tasks_dask
+from packer.distributed import dask_client
+if __name__ == "__main__":  # the cluster's worker processes are spawned: they import this module
+    t0 = time.perf_counter()
+    with dask_client(workers=int(sys.argv[3])) as client:
+        t1 = time.perf_counter()
+        r = profile_tasks_dask(read_trace(sys.argv[1]), client, [99.0], 60)
+        t2 = time.perf_counter()
+    r.profiles.to_parquet(sys.argv[2])
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    workers = resource.getrusage(resource.RUSAGE_CHILDREN)
+    print(json.dumps({"wall_s": t2 - t1, "with_start_s": t2 - t0, "peak_rss_mib": use.ru_maxrss / 1024,
+                      "cluster_peak_rss_mib": workers.ru_maxrss / 1024, "rows": r.rows, "code": packer.__file__}))
+"""
+
 NAIVE = """
 import json, resource, sys, time
 import pandas as pd
@@ -56,8 +82,11 @@ print(json.dumps({"wall_s": wall, "peak_rss_mib": resource.getrusage(resource.RU
 """
 
 
-def run(code: str, trace: Path, out: Path) -> dict:
-    proc = subprocess.run([sys.executable, "-c", code, str(trace), str(out)], capture_output=True, text=True)
+def run(code: str, trace: Path, out: Path, *args: str) -> dict:
+    # Run as a script file, not -c: the Dask cluster's spawned workers re-import the main module.
+    script = WORK / "bench_child.py"
+    script.write_text(code)
+    proc = subprocess.run([sys.executable, str(script), str(trace), str(out), *args], capture_output=True, text=True)
     if proc.returncode:
         return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr else f"exit {proc.returncode}"}
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -109,12 +138,40 @@ def row_order(trace: Path, repeat: int) -> None:
         print(f"time-sorted / task-sorted: {time_['wall_s'] / task['wall_s']:.2f}x; profiles bitwise identical")
 
 
+def dask_engine(trace: Path, workers: int, skip_naive: bool) -> None:
+    """Profile ``trace`` with the local engine, on a local Dask cluster of ``workers`` workers and (unless ``skip_naive``) with pandas."""
+    import numpy as np
+    import pandas as pd
+
+    local = run(PACKER, trace, WORK / "profiles-packer.parquet")
+    print("local:", local, flush=True)
+    dask = run(DASK, trace, WORK / "profiles-dask.parquet", str(workers))
+    print(f"dask ({workers} workers):", dask, flush=True)
+    naive = {} if skip_naive else run(NAIVE, trace, WORK / "profiles-naive.parquet")
+    if naive:
+        print("naive:", naive, flush=True)
+    if "wall_s" not in local or "wall_s" not in dask:
+        return
+    a, b = pd.read_parquet(WORK / "profiles-packer.parquet"), pd.read_parquet(WORK / "profiles-dask.parquet")
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
+    print(f"\nrows: {local['rows']:,}  machine: {platform.machine()} {platform.processor() or ''}, Python {platform.python_version()}")
+    print(f"local engine: {local['wall_s']:.1f} s, peak RSS {local['peak_rss_mib']:,.0f} MiB")
+    print(f"dask, {workers} workers: {dask['wall_s']:.1f} s ({dask['with_start_s']:.1f} s with the cluster's start), driver peak RSS "
+          f"{dask['peak_rss_mib']:,.0f} MiB, largest cluster process {dask['cluster_peak_rss_mib']:,.0f} MiB; profiles bitwise identical to local")
+    if "wall_s" in naive:
+        c = pd.read_parquet(WORK / "profiles-naive.parquet").set_index("task_id").reindex(b["task_id"])
+        worst = max(float(np.nanmax(np.abs(b[col].to_numpy() - c[col].to_numpy()))) for col in ("cpu_p99", "mem_p99", "net_p99"))
+        print(f"pandas groupby-quantile: {naive['wall_s']:.1f} s, peak RSS {naive['peak_rss_mib']:,.0f} MiB; max |p99 difference| {worst:.2e}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("trace", nargs="?", type=Path, default=WORK / "profile-100m")
     ap.add_argument("--skip-naive", action="store_true", help="only time packer")
     ap.add_argument("--row-order", action="store_true", help="time packer on TRACE and on a copy of it sorted by time")
     ap.add_argument("--repeat", type=int, default=3, help="with --row-order: runs of each, the fastest reported")
+    ap.add_argument("--engine", choices=["local", "dask"], default="local", help="dask: compare the local engine with a local Dask cluster")
+    ap.add_argument("--workers", type=int, default=2, help="with --engine dask: worker processes of the cluster")
     args = ap.parse_args()
     if not args.trace.exists():
         cmd = [str(Path(sys.executable).with_name("packer")), "generate", "--tasks", "37000", "--hosts", "18000", "--days", "7", "--interval", "180", "--seed", "0", "--out", str(args.trace)]
@@ -125,6 +182,9 @@ def main() -> None:
     WORK.mkdir(parents=True, exist_ok=True)
     if args.row_order:
         row_order(args.trace, args.repeat)
+        return
+    if args.engine == "dask":
+        dask_engine(args.trace, args.workers, args.skip_naive)
         return
     packer = run(PACKER, args.trace, WORK / "profiles-packer.parquet")
     print("packer:", packer, flush=True)

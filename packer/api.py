@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -29,6 +29,7 @@ from packer import interrupt
 from packer.characterization.characterize import Characterization
 from packer.characterization.normalize import DEFAULT_SENSITIVITY_BASIS, SENSITIVITY_BASES
 from packer.characterization.profile import profile_tasks
+from packer.characterization.profile_dask import profile_tasks_dask
 from packer.characterization.classes import read_reference_classes
 from packer.characterization.sensitivity import CLASS_AGGREGATES, DEFAULT_CLASS_AGGREGATE, DEFAULT_SENSITIVITY, load_sensitivity
 from packer.errors import InfeasibleError, InputError, NoPlanError
@@ -43,6 +44,9 @@ from packer.plan.plan import Plan, make_plan, read_plan
 from packer.plan.verify import VerifyReport, check_placement, verify_plan
 from packer.solvers.engine import Progress
 from packer.solvers.run import SOLVERS, check_solver, run_solver
+
+if TYPE_CHECKING:
+    import distributed
 
 
 def _trace(trace: str | Path | Trace, fleet: str | Path | None = None) -> Trace:
@@ -69,16 +73,26 @@ def _fleet_of(trace: Trace) -> str:
 
 
 def profile(trace: str | Path | Trace, *, percentile: float = 99.0, window_s: int = 60, skip_invalid_usage: bool = False,
-            progress: Callable[[int], None] | None = None) -> pd.DataFrame:
+            progress: Callable[[int], None] | None = None, client: "distributed.Client | None" = None,
+            usage: str | None = None) -> pd.DataFrame:
     """Per-task usage profiles: the ``percentile``-th of ``window_s``-second means (cores, GiB, Gbps), mean, max, samples.
 
-    See :func:`packer.characterization.profile.profile_tasks`; ``progress`` is called with usage rows read.
+    See :func:`packer.characterization.profile.profile_tasks`; ``progress`` is called with usage rows as they are
+    processed (rows spilled or shuffled count once per pass). With a Dask ``client``
+    (:func:`packer.distributed.dask_client`), the cluster computes the same profiles
+    (:func:`packer.characterization.profile_dask.profile_tasks_dask`), reading usage from
+    ``usage`` (a path or fsspec URL) if given, else from the trace.
     """
     if not (0 <= percentile <= 100):
         raise InputError(f"percentile must be in [0, 100], got {percentile}")
     if not (isinstance(window_s, int) and window_s >= 1):
         raise InputError(f"window_s must be a whole number of seconds >= 1, got {window_s!r}")
-    return profile_tasks(_trace(trace), (float(percentile),), window_s, skip_invalid=skip_invalid_usage, progress=progress).profiles
+    if client is None:
+        if usage is not None:
+            raise InputError("usage= is read by Dask workers: pass client= too (packer.distributed.dask_client)")
+        return profile_tasks(_trace(trace), (float(percentile),), window_s, skip_invalid=skip_invalid_usage, progress=progress).profiles
+    return profile_tasks_dask(_trace(trace), client, (float(percentile),), window_s, usage=usage, skip_invalid=skip_invalid_usage,
+                              progress=progress).profiles
 
 
 def characterize(trace: str | Path | Trace, profiles: pd.DataFrame | None = None, *, k: int | None = None, seed: int = 0,

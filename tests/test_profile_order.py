@@ -18,6 +18,7 @@ from packer.characterization.profile import profile_tasks
 from packer.cli import cli
 from packer.errors import InputError
 from packer.io.trace import read_trace
+from packer.io.usage import usage_work
 
 GROUP_ROWS = 500  # 144 samples per task: row groups cut tasks, and 18 groups make the order matter
 MAX_ROWS = 2_000  # a few groups: the task-sorted copy is read in task-id ranges, the other two are spilled
@@ -79,7 +80,24 @@ def test_usage_in_any_order_is_read_once(traces, order, monkeypatch):
     result = profile_tasks(read_trace(traces[order]), [99], 60, max_rows=MAX_ROWS, progress=seen.append)
     groups = pq.ParquetFile(traces[order] / "usage.parquet").metadata.num_row_groups
     assert sorted(reads) == list(range(groups))
-    assert sum(seen) == result.rows == 60 * 144  # progress counts every row read, once
+    # Progress counts every row once as it is spilled, once more as its partition is profiled.
+    assert sum(seen) == usage_work(read_trace(traces[order]), MAX_ROWS) == 2 * result.rows == 2 * 60 * 144
+
+
+def test_progress_follows_the_profiling_of_spilled_partitions(traces, monkeypatch):
+    events: list[tuple[str, int]] = []
+    profile = packer.characterization.profile.profile_chunk
+    monkeypatch.setattr(packer.characterization.profile, "profile_chunk", lambda chunk, *a: events.append(("profiled", len(chunk.task))) or profile(chunk, *a))
+    profile_tasks(read_trace(traces["time-sorted"]), [99], 60, max_rows=MAX_ROWS, progress=lambda rows: events.append(("progress", rows)))
+    total = usage_work(read_trace(traces["time-sorted"]), MAX_ROWS)
+    done, at_first_profile = 0, None
+    for kind, rows in events:
+        if kind == "progress":
+            done += rows
+        elif at_first_profile is None:
+            at_first_profile = done
+    assert at_first_profile == total // 2  # the spill is half the work: the bar is not full while partitions are profiled
+    assert done == total and events[-1][0] == "progress"  # and it fills as the last partition is done
 
 
 def test_usage_stored_by_task_is_read_in_ranges_without_a_spill(traces, monkeypatch):
@@ -180,7 +198,7 @@ def test_the_spill_folder_is_removed_whatever_happens(traces, tmp_path, monkeypa
     with pytest.raises(KeyboardInterrupt):  # while spilling
         profile_tasks(read_trace(traces["time-sorted"]), [99], 60, max_rows=MAX_ROWS, progress=interrupt)
     assert not list(spill_root.iterdir())
-    monkeypatch.setattr(packer.characterization.profile, "_profile_chunk", interrupt)
+    monkeypatch.setattr(packer.characterization.profile, "profile_chunk", interrupt)
     with pytest.raises(KeyboardInterrupt):  # while profiling a partition
         profile_tasks(read_trace(traces["time-sorted"]), [99], 60, max_rows=MAX_ROWS)
     assert not list(spill_root.iterdir())

@@ -60,7 +60,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from sklearn.cluster import KMeans, MiniBatchKMeans
 
 from packer.errors import InputError, Problem
 from packer.io.fleet import Fleet
@@ -121,6 +120,9 @@ def elbow_k(wcss) -> int:
 
 def wcss_curve(x: np.ndarray, kmax: int, seed: int) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray]]:
     """K-means for k = 1..kmax on ``x`` (n × d): WCSS per k, labels per k, centroids per k."""
+    # Imported here: scikit-learn takes seconds to import, and most commands (profile, solve p99) never cluster.
+    from sklearn.cluster import KMeans, MiniBatchKMeans
+
     wcss, labels, centers = [], [], []
     big = len(x) > MINIBATCH_ABOVE
     for k in range(1, kmax + 1):

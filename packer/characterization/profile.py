@@ -75,7 +75,10 @@ def grouped_percentiles(values: np.ndarray, group: np.ndarray, starts: np.ndarra
     return out
 
 
-def _profile_chunk(chunk: UsageChunk, dims: list[str], qs: Sequence[float], window_s: int) -> pd.DataFrame:
+def profile_chunk(chunk: UsageChunk, dims: list[str], qs: Sequence[float], window_s: int) -> pd.DataFrame:
+    """Statistics of the tasks of a task-complete, non-empty ``chunk``: one row per task (``task``: its index in
+    ``trace.tasks``, ascending), ``samples``, ``windows`` and per dimension the percentiles ``qs``, mean and max.
+    Rows of a window are summed in ``chunk`` order (stable sort), so the same rows in the same order give the same bits."""
     task, win = chunk.task, chunk.ts // window_s
     span = int(win.max() - win.min()) + 1
     key = task.astype(np.int64) * span + (win - win.min())
@@ -125,17 +128,28 @@ def profile_tasks(
     statistics. Raises :class:`InputError` on invalid usage rows unless
     ``skip_invalid``.
     """
+    qs = check_profiling(percentiles, window_s)
+    dims = usage_dims(trace.usage_dataset())
+    log = ProblemLog()
+    # Closed at once on any exception (KeyboardInterrupt too), so the scan's spill folder goes with it.
+    with contextlib.closing(scan_usage(trace, dims, skip_invalid=skip_invalid, max_rows=max_rows, progress=progress, log=log)) as chunks:
+        parts = [profile_chunk(c, dims, qs, window_s) for c in chunks if len(c.task)]
+    return profile_result(trace, parts, dims, qs, window_s, dict(log.counts))
+
+
+def check_profiling(percentiles: Sequence[float], window_s: int) -> tuple[float, ...]:
+    """The percentiles as floats; :class:`InputError` for a bad percentile or window."""
     qs = tuple(float(q) for q in percentiles)
     if not qs or any(not 0 <= q <= 100 for q in qs):
         raise InputError(f"percentiles must be between 0 and 100, got {list(percentiles)}")
     if window_s <= 0:
         raise InputError(f"the window must be a positive number of seconds, got {window_s}")
-    dims = usage_dims(trace.usage_dataset())
-    log = ProblemLog()
-    # Closed at once on any exception (KeyboardInterrupt too), so the scan's spill folder goes with it.
-    with contextlib.closing(scan_usage(trace, dims, skip_invalid=skip_invalid, max_rows=max_rows, progress=progress, log=log)) as chunks:
-        parts = [_profile_chunk(c, dims, qs, window_s) for c in chunks if len(c.task)]
+    return qs
 
+
+def profile_result(trace: Trace, parts: list[pd.DataFrame], dims: list[str], qs: tuple[float, ...], window_s: int,
+                   skipped: dict[tuple[str, str, str], int]) -> ProfileResult:
+    """The :class:`ProfileResult` of :func:`profile_chunk` results ``parts`` (each task in one of them)."""
     n = len(trace.tasks)
     table = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame({"task": np.array([], dtype=np.int32)})
     profiles = pd.DataFrame({"task_id": trace.tasks["task_id"].to_numpy()})
@@ -149,7 +163,7 @@ def profile_tasks(
     for d in dims:
         if f"{d}_request" in trace.tasks.columns:
             profiles[f"{d}_request"] = trace.tasks[f"{d}_request"].to_numpy()
-    return ProfileResult(profiles, qs, window_s, int(profiles["samples"].sum()), dict(log.counts))
+    return ProfileResult(profiles, qs, window_s, int(profiles["samples"].sum()), skipped)
 
 
 def summarize_profiles(result: ProfileResult) -> pd.DataFrame:

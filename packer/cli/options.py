@@ -6,12 +6,14 @@ flags laid over a ``--constraints`` file.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import logging
 import math
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import click
 from click.core import ParameterSource
@@ -31,6 +33,22 @@ def default_out(trace: Path, name: str) -> Path:
 def progress_bar(label: str, length: int):
     """A click progress bar on stderr (hidden when stderr is not a terminal)."""
     return click.progressbar(length=length, label=label, file=sys.stderr, show_eta=True, show_percent=True)
+
+
+@contextlib.contextmanager
+def quiet_dask_logs() -> Iterator[None]:
+    """Unless -v: hide Dask's routine log lines (cluster start and stop at INFO, a WARNING whenever a shuffle
+    starts or ends), which would otherwise reach packer's log handler; its errors still show."""
+    levels = {"distributed": logging.WARNING, "distributed.shuffle": logging.ERROR}
+    before = {name: logging.getLogger(name).level for name in levels}
+    if not logging.getLogger().isEnabledFor(logging.INFO):
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+    try:
+        yield
+    finally:
+        for name, level in before.items():
+            logging.getLogger(name).setLevel(level)
 
 
 class LazyProgressBar:
@@ -148,6 +166,23 @@ def skip_opt(command):
     return click.option("--skip-invalid", "skip_invalid", is_flag=True,
                         help="Drop invalid usage rows (unknown task, NaN, negative, implausible) instead of failing; the counts "
                              "are reported.")(with_skip)
+
+
+def cluster_options(command):
+    """``--workers N`` / ``--scheduler ADDRESS`` (at most one): run on Dask (:mod:`packer.distributed`). The command
+    receives ``workers`` and ``scheduler``, both None for the local engine."""
+
+    @functools.wraps(command)
+    def with_cluster(*args, workers: int | None, scheduler: str | None, **kwargs):
+        if workers is not None and scheduler is not None:
+            raise click.UsageError("--workers starts a local Dask cluster and --scheduler uses a running one: give one of them")
+        return command(*args, workers=workers, scheduler=scheduler, **kwargs)
+
+    with_cluster = click.option("--scheduler", metavar="ADDRESS", default=None,
+                                help="Run on the Dask cluster whose scheduler is at ADDRESS (tcp://host:8786); its workers need "
+                                     "packer installed. Needs packer[dask].")(with_cluster)
+    return click.option("--workers", type=click.IntRange(min=1), default=None,
+                        help="Run on a local Dask cluster of N single-threaded worker processes. Needs packer[dask].")(with_cluster)
 
 
 def sensitivity_opts(command):

@@ -19,6 +19,7 @@ from packer.io.atomic import refuse_to_overwrite_input
 from packer.io.output_check import check_output_writable
 from packer.io.presets import get_preset
 from packer.io.trace import read_trace
+from packer.io.usage import usage_work
 from packer.model.build import GOALS, GoalWeights, RuleOptions
 from packer.solvers.run import SOLVERS
 
@@ -92,7 +93,7 @@ def solve(trace: Path, goal: str, config: str, rules: RuleOptions, time_limit: f
         profiles = read_profiles(profiles_path, t) if profiles_path else None
         # Profiling happens only when the configuration needs profiles, so its bar opens on the first rows read.
         characterizing = "characterizing workloads (K-means classes, sensitivity scores)" if preset.sensitivity else None
-        with (LazyProgressBar("profiling usage", lambda: t.usage_dataset().count_rows(), then=characterizing) as on_profile,
+        with (LazyProgressBar("profiling usage", lambda: usage_work(t), then=characterizing) as on_profile,
               solve_progress() as on_progress):
             plan = api.solve(
                 t, config=preset.name, goal=goal, solver=solver, time_limit=time_limit, seed=seed, deterministic=deterministic,

@@ -16,6 +16,7 @@ from packer.cli.signals import exit_on_signals
 from packer.io.atomic import refuse_to_overwrite_input
 from packer.io.output_check import check_output_writable
 from packer.io.trace import read_trace
+from packer.io.usage import usage_work
 from packer.model.build import RuleOptions
 from packer.report.report import REPORT_DIR, write_report
 from packer.report.sweep import DEFAULT_WEIGHTS, TABLE_IV_CONFIGS, SweepOptions, run_sweep, weight_label
@@ -103,7 +104,7 @@ def sweep(trace: Path, configs: tuple[str, ...], weights: str, refine: int, base
     with exit_on_signals(echo_sweep_stopped) as written:
         t = read_trace(trace, fleet)
         # The sweep profiles usage only when a configuration needs profiles, so the bar opens on the first rows read.
-        with LazyProgressBar("profiling usage", lambda: t.usage_dataset().count_rows()) as on_usage:
+        with LazyProgressBar("profiling usage", lambda: usage_work(t)) as on_usage:
             written.value = result = run_sweep(trace, out, options, progress=sweep_progress(), usage_progress=on_usage, resume=resume)
         echo_sweep(result, time.perf_counter() - started)
     if with_report:

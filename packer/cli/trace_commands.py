@@ -14,14 +14,16 @@ from packer.characterization.characterize import read_profiles, write_characteri
 from packer.characterization.classes import read_reference_classes
 from packer.characterization.profile import profile_tasks, summarize_profiles, with_profiling
 from packer.characterization.sensitivity import DEFAULT_SENSITIVITY, load_sensitivity
-from packer.cli.options import default_out, fleet_opt, progress_bar, sensitivity_opts, skip_opt, trace_arg
+from packer.characterization.profile_dask import dask_work, profile_tasks_dask
+from packer.cli.options import cluster_options, default_out, fleet_opt, progress_bar, quiet_dask_logs, sensitivity_opts, skip_opt, trace_arg
 from packer.cli.output import echo_characterization, echo_generated, echo_import, echo_profiles, echo_skipped_usage
 from packer.io.atomic import atomic_file, refuse_to_overwrite_input
 from packer.io.generate import check_arguments, generate_trace, sample_count
 from packer.io.importers import import_alibaba2018, import_bitbrains, import_google2019, import_openb
 from packer.io.output_check import check_output_writable
 from packer.io.trace import read_trace
-from packer.io.usage import scan_usage
+from packer.distributed import dask_client, require_dask
+from packer.io.usage import scan_usage, usage_work
 
 
 @click.command()
@@ -47,21 +49,36 @@ def validate(trace: Path, fleet: Path | None, scan_usage_rows: bool) -> None:
 @click.option("--window", "window_s", type=click.IntRange(min=1), default=60, show_default=True, help="Averaging window in seconds before the percentile is taken.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Output Parquet file. Default: out/<trace>/profiles.parquet.")
 @skip_opt
-def profile(trace: Path, fleet: Path | None, percentiles: tuple[float, ...], window_s: int, out: Path | None, skip_invalid_usage: bool) -> None:
+@cluster_options
+@click.option("--usage", "usage_url", metavar="PATH|URL", default=None,
+              help="Read usage from this Parquet file or folder, local or an fsspec URL (s3://..., gs://...), instead of "
+                   "TRACE/usage.parquet. Needs --workers or --scheduler; the workers read it.")
+def profile(trace: Path, fleet: Path | None, percentiles: tuple[float, ...], window_s: int, out: Path | None, skip_invalid_usage: bool,
+            workers: int | None, scheduler: str | None, usage_url: str | None) -> None:
     """Per-task usage profiles: p-th percentile of windowed usage, mean, max, sample count.
 
     Streams the usage table (it may be larger than memory) and writes
     profiles.parquet with one row per task: samples, windows, and per dimension
     <dim>_p<NN>, <dim>_mean, <dim>_max and <dim>_request (cpu in cores on the
-    task's current host, mem GiB, net and membw Gbps).
+    task's current host, mem GiB, net and membw Gbps). With --workers or
+    --scheduler, a Dask cluster computes the same profiles.
     """
+    if usage_url is not None and workers is None and scheduler is None:
+        raise click.UsageError("--usage is read by Dask workers: add --workers N or --scheduler ADDRESS")
     out = out or default_out(trace, "profiles.parquet")
     refuse_to_overwrite_input(out, trace)
     check_output_writable(out, folder=False)
     t = read_trace(trace, fleet)
     start = time.perf_counter()
-    with progress_bar("profiling usage", t.usage_dataset().count_rows()) as bar:
-        result = profile_tasks(t, percentiles, window_s, skip_invalid=skip_invalid_usage, progress=bar.update)
+    if workers is None and scheduler is None:
+        with progress_bar("profiling usage", usage_work(t)) as bar:
+            result = profile_tasks(t, percentiles, window_s, skip_invalid=skip_invalid_usage, progress=bar.update)
+    else:
+        require_dask()  # before quieting its logs: importing distributed sets their levels
+        click.echo(f"starting a local Dask cluster of {workers} workers" if workers else f"connecting to the Dask scheduler at {scheduler}", err=True)
+        with quiet_dask_logs(), dask_client(scheduler, workers) as client, \
+                progress_bar("profiling usage on Dask (read, then profiled)", dask_work(t, usage_url)) as bar:
+            result = profile_tasks_dask(t, client, percentiles, window_s, usage=usage_url, skip_invalid=skip_invalid_usage, progress=bar.update)
     with atomic_file(out) as tmp:
         pq.write_table(with_profiling(pa.Table.from_pandas(result.profiles, preserve_index=False), window_s, skip_invalid_usage), tmp)
     echo_skipped_usage(result.skipped)
@@ -105,7 +122,7 @@ def characterize(trace: Path, profiles_path: Path | None, k: int | None, kmax: i
         click.echo(f"using profiles {profiles_path}")
         profiles = read_profiles(profiles_path, t)
     else:
-        with progress_bar("profiling usage", t.usage_dataset().count_rows()) as bar:
+        with progress_bar("profiling usage", usage_work(t)) as bar:
             profiles = profile_tasks(t, progress=bar.update).profiles
     result = run_characterize(t, profiles, k=k, kmax=kmax, seed=seed, sensitivity=sensitivity_path or DEFAULT_SENSITIVITY,
                               profiles_source=str(profiles_path or "profiled now"), infer=infer, aggregate=class_scores,

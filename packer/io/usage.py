@@ -117,6 +117,14 @@ class ProblemLog:
         if need > 0:
             self.examples[key] += describe(np.flatnonzero(mask)[:need])
 
+    def merge(self, other: "ProblemLog") -> None:
+        """Add ``other``'s counts and, up to the limit shown, its first rows (logs merged in scan order)."""
+        for key, count in other.counts.items():
+            self.counts[key] += count
+            need = MAX_ROWS_SHOWN - len(self.examples[key])
+            if need > 0:
+                self.examples[key] += other.examples.get(key, [])[:need]
+
     @property
     def problems(self) -> list[Problem]:
         return [Problem(f, c, m, n, tuple(self.examples[(f, c, m)])) for (f, c, m), n in self.counts.items()]
@@ -256,10 +264,10 @@ def _read(read: _Read, dims: list[str], task_index: pa.Array, log: ProblemLog, s
             keep = pc.and_(keep, pc.less(ids, read.task_hi))
         mask = pc.fill_null(keep, False).to_numpy(zero_copy_only=False)
         table, rows = table.filter(pa.array(mask)), rows[mask]
-    return _check(read.file, table, rows, dims, task_index, log, skip_invalid)
+    return check_rows(read.file, table, rows, dims, task_index, log, skip_invalid)
 
 
-def _check(file: str, table: pa.Table, rows: np.ndarray, dims: list[str], task_index: pa.Array, log: ProblemLog, skip_invalid: bool) -> UsageChunk:
+def check_rows(file: str, table: pa.Table, rows: np.ndarray, dims: list[str], task_index: pa.Array, log: ProblemLog, skip_invalid: bool) -> UsageChunk:
     """Convert and validate usage rows read from ``file``; ``rows`` are their row numbers in it."""
     ids = table["task_id"].combine_chunks()
     if pa.types.is_dictionary(ids.type):
@@ -313,7 +321,7 @@ def _spill(groups: list[_RowGroup], dims: list[str], task_index: pa.Array, log: 
                 for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[g.index], columns=["task_id", "ts", *dims], use_threads=True):
                     rows = np.arange(offset, offset + batch.num_rows)
                     offset += batch.num_rows
-                    yield _check(file, pa.Table.from_batches([batch]), rows, dims, task_index, log, skip_invalid), batch
+                    yield check_rows(file, pa.Table.from_batches([batch]), rows, dims, task_index, log, skip_invalid), batch
 
     with contextlib.closing(_ahead(checked())) as batches:
         for chunk, batch in batches:
@@ -331,6 +339,18 @@ def _unspill(partitions: Partitions, k: int, dims: list[str]) -> UsageChunk:
     columns = partitions.read(k)
     order = np.argsort(columns["task"], kind="stable")
     return UsageChunk(columns["task"][order], columns["ts"][order], {d: columns[d][order].astype(np.float64, copy=False) for d in dims})
+
+
+def task_ids(trace: Trace) -> pa.Array:
+    """``trace``'s task ids as the Arrow string array :func:`check_rows` looks usage rows' ``task_id`` up in."""
+    return pa.array(trace.tasks["task_id"].to_numpy(dtype=str), type=pa.string())
+
+
+def usage_work(trace: Trace, max_rows: int = DEFAULT_MAX_ROWS) -> int:
+    """What :func:`scan_usage` (by task) reports through ``progress`` in all: the usage rows, plus those it spills
+    (read once to spill, once more from the spill files). Reads Parquet footers only."""
+    dataset = trace.usage_dataset()
+    return dataset.count_rows() + sum(g.rows for g in plan_reads(dataset, max_rows).unordered)
 
 
 def _no_room(trace: Trace, rows: int, dims: list[str], exc: OSError) -> InputError:
@@ -355,7 +375,9 @@ def scan_usage(
     is yielded a row group at a time as stored, with no spill.
 
     ``dims`` defaults to every resource column of the usage table. ``progress`` is
-    called with numbers of rows as the scan goes through them. Without ``skip_invalid``,
+    called with numbers of rows as the scan goes through them, once per pass: usage that is spilled counts
+    when spilled and again once the caller is done with its partition (:func:`usage_work` is the total), rows read
+    by task once the caller is done with their chunk. Without ``skip_invalid``,
     any invalid row makes the scan end with an :class:`InputError` after all rows
     were checked (so the counts are complete); callers must not write output before
     the scan ends. With it, invalid rows are dropped and counted in ``log``. Close
@@ -368,7 +390,7 @@ def scan_usage(
     if missing:
         raise InputError([Problem(str(trace.usage_path), ", ".join(missing), "column missing from usage", 0)])
     log = ProblemLog() if log is None else log
-    task_index = pa.array(trace.tasks["task_id"].to_numpy(dtype=str), type=pa.string())
+    task_index = task_ids(trace)
     plan = plan_reads(dataset, max_rows)
     if not by_task:
         plan.chunks += [_reads([g]) for g in plan.unordered]
@@ -384,8 +406,7 @@ def scan_usage(
             {d: np.concatenate([p.values[d] for p in parts]) for d in dims},
         )
 
-    # (how to load a chunk, whether its rows still count as read)
-    jobs: list[tuple[Callable[[], UsageChunk], bool]] = [(functools.partial(load, c), True) for c in plan.chunks]
+    jobs = [functools.partial(load, c) for c in plan.chunks]
     with contextlib.ExitStack() as stack:
         if plan.unordered:
             rows = sum(g.rows for g in plan.unordered)
@@ -400,13 +421,13 @@ def scan_usage(
             except SpillError as exc:
                 raise _no_room(trace, rows, dims, exc.args[0]) from None
             if partitions.files and (skip_invalid or not log.total):
-                jobs += [(functools.partial(_unspill, partitions, k, dims), False) for k in range(partitions.parts)]
+                jobs += [functools.partial(_unspill, partitions, k, dims) for k in range(partitions.parts)]
         # The next chunk loads while the caller computes on this one.
-        chunks = stack.enter_context(contextlib.closing(_ahead((job(), counts) for job, counts in jobs)))
-        for chunk, counts in chunks:
-            if progress is not None and counts:
-                progress(len(chunk.task))
+        chunks = stack.enter_context(contextlib.closing(_ahead(job() for job in jobs)))
+        for chunk in chunks:
             if skip_invalid or not log.total:
                 yield chunk  # once a row is invalid, scan on only to count every problem
+            if progress is not None:  # after the caller's work on the chunk, so that a bar follows that work
+                progress(len(chunk.task))
     if log.total and not skip_invalid:
         raise InputError([*log.problems, Problem("", "", SKIP_HINT, 0)])
