@@ -257,14 +257,14 @@ def pools(n_pools: int, tasks: int, time_limit: float, max_moves: str, workers: 
             raise SystemExit(done.returncode)
         summary = json.loads((out / "summary.json").read_text())
         detail = summary["solver"]["stats"]["bound"]
-        freed[n] = detail.get("freed")
+        freed[n] = summary["metrics"]["before"]["tco"] - summary["metrics"]["after"]["tco"]
         ok = subprocess.run([packer, "verify", str(trace), str(out)], capture_output=True).returncode == 0
         print(" ".join(cmd))
-        print(f"  workers {n}: {wall:.1f} s wall (command), freed {freed[n]} of at most {detail.get('freeable_bound')}, "
+        print(f"  workers {n}: {wall:.1f} s wall (command), freed {freed[n]:,.1f} TCO (bound: {detail.get('freeable_bound') or detail.get('primary_lower_bound')}), "
               f"moves {summary['moves']['count']}, status {summary['status']}, verify {'passed' if ok else 'FAILED'}", flush=True)
         for line in summary["solver"]["stats"]["pools"]:
             print(f"    {line['pool']}: budget {line['budget']}, moves {line['moves']}, freed {line['freed']:,.1f} "
-                  f"(LP {line['lp_freed']:,.1f}), {line['status']}, {line.get('wall_s', 0):.1f} s")
+                  f"(LP {line['lp_freed']}), {line['status']}, {line.get('wall_s', 0):.1f} s")
         freed[f"wall{n}"] = wall
     print(f"speed-up {freed['wall1'] / freed[f'wall{workers}']:.2f}x with {workers} workers; freed cost differs by "
           f"{abs(freed[1] - freed[workers]) / max(abs(freed[1]), 1e-9):.2%}")
