@@ -13,7 +13,6 @@ import threading
 import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -30,8 +29,7 @@ from packer.io.presets import get_preset
 from packer.io.trace import read_trace
 from packer.parallel import InlineExecutor, StoppablePool
 from packer.plan.context import PlanContext, problem_from_context
-from packer.report.sweep import SweepOptions, read_sweep, run_sweep
-from packer.rules.pools import Pools
+from packer.report.sweep import SweepOptions, run_sweep
 from packer.model.build import RuleOptions
 from packer.solvers.pools import split_budget
 
