@@ -25,7 +25,9 @@ pools: a fleet of ``--pools`` generated traces of ``--tasks`` tasks each (seeds 
 (:func:`packer.io.pools.combine_pools`), solved by ``packer solve`` with ``--workers 1``
 and with ``--workers N`` (same time limit and budget); reports each run's wall time
 (the whole command), the speed-up, the cost freed by each and whether ``packer verify``
-accepts both plans.
+accepts both plans. By default the solves are ``--deterministic`` (same plans, each
+pool's limit counted as work, so a worker slowed by a busy machine takes longer);
+``--wall-clock`` gives each pool its share of the limit in seconds instead.
 """
 from __future__ import annotations
 
@@ -231,7 +233,7 @@ def known(tasks: int, seeds: list[int], time_limit: float) -> None:
               f"{not violations(problem, result.assign)} |", flush=True)
 
 
-def pools(n_pools: int, tasks: int, time_limit: float, max_moves: str, workers: int) -> None:
+def pools(n_pools: int, tasks: int, time_limit: float, max_moves: str, workers: int, wall_clock: bool = False) -> None:
     from packer.io.pools import combine_pools
 
     parts = [WORK / f"pool-{tasks}-s{seed}" for seed in range(n_pools)]
@@ -247,8 +249,8 @@ def pools(n_pools: int, tasks: int, time_limit: float, max_moves: str, workers: 
     freed = {}
     for n in (1, workers):
         out = WORK / f"plan-pools-{n_pools}x{tasks}-w{n}"
-        cmd = [packer, "solve", str(trace), "--config", "p99", "--max-moves", max_moves, "--time-limit", f"{time_limit:g}", "--deterministic",
-               "--workers", str(n), "--out", str(out)]
+        cmd = [packer, "solve", str(trace), "--config", "p99", "--max-moves", max_moves, "--time-limit", f"{time_limit:g}",
+               *([] if wall_clock else ["--deterministic"]), "--workers", str(n), "--out", str(out)]
         start = time.perf_counter()
         done = subprocess.run(cmd, capture_output=True, text=True)
         wall = time.perf_counter() - start
@@ -294,6 +296,7 @@ def main() -> None:
     po.add_argument("--time-limit", type=float, default=10.0)
     po.add_argument("--max-moves", default="400")
     po.add_argument("--workers", type=int, default=2)
+    po.add_argument("--wall-clock", action="store_true", help="time limits by the clock (default: --deterministic, limits as work)")
     o = sub.add_parser("one")
     o.add_argument("args", nargs=5)
     args = ap.parse_args()
@@ -304,7 +307,7 @@ def main() -> None:
     elif args.cmd == "falkenauer":
         falkenauer(args.time_limit)
     elif args.cmd == "pools":
-        pools(args.pools, args.tasks, args.time_limit, args.max_moves, args.workers)
+        pools(args.pools, args.tasks, args.time_limit, args.max_moves, args.workers, args.wall_clock)
     elif args.cmd == "known":
         known(args.tasks, [int(s) for s in args.seeds.split(",")], args.time_limit)
     else:
