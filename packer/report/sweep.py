@@ -40,7 +40,7 @@ every point (nothing measures them).
 
 The sweep folder (written atomically, :func:`packer.io.atomic.atomic_dir`):
 
-* ``plans/<point>/``: one plan folder per solve (:func:`packer.plan.plan.write_plan`), each
+* ``plans/<point>/``: one plan folder per solve (:func:`packer.plan.plan.make_plan`, written as it ends), each
   verifiable with ``packer verify TRACE plans/<point>``; its ``summary.json`` is
   measured on the point's own configuration;
 * ``sweep.parquet`` and ``sweep.csv``: the TCO-vs-SLO table, one row per solve
@@ -58,6 +58,7 @@ goal); times in seconds.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import json
 import logging
@@ -65,7 +66,6 @@ import math
 import shutil
 import time
 from concurrent.futures import Executor, Future
-import concurrent.futures
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable

@@ -42,11 +42,11 @@ from __future__ import annotations
 import concurrent.futures
 import copy
 import dataclasses
-from dataclasses import dataclass
 import logging
 import math
 import time
 from concurrent.futures import Executor, Future
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
