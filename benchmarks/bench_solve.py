@@ -5,6 +5,7 @@ proven optima, and Falkenauer's 1-D bin packing instances.
     python benchmarks/bench_solve.py small [--instances 100]
     python benchmarks/bench_solve.py falkenauer [--time-limit 10]
     python benchmarks/bench_solve.py known [--tasks 5000] [--seeds 1001,1002] [--time-limit 60]
+    python benchmarks/bench_solve.py pools [--pools 4] [--tasks 2000] [--time-limit 10] [--max-moves 400] [--workers 2]
 
 ladder: traces are generated into benchmarks/work/ if missing (37,000 tasks reuses
 benchmarks/work/paper: 7 days at 300 s; the other sizes use 1 day at 300 s, hosts =
@@ -18,6 +19,15 @@ models on the whole instance with the same time limit where the model fits in me
 known: full repacks with a known optimum (``known_optimum_problem`` in tests/problems.py:
 K hosts of the architecture cheapest per core split exactly into 2-6 tasks each, scattered
 over 2.2·K hosts). Reports the engine's TCO against the optimum, its lower bound, and FFD.
+
+pools: a fleet of ``--pools`` generated traces of ``--tasks`` tasks each (seeds 0, 1, ...;
+1 day at 300 s; hosts = tasks × 18/37), combined into one trace with a ``pool`` column
+(:func:`packer.io.pools.combine_pools`), solved by ``packer solve`` with ``--workers 1``
+and with ``--workers N`` (same time limit and budget); reports each run's wall time
+(the whole command), the speed-up, the cost freed by each and whether ``packer verify``
+accepts both plans. By default the solves are ``--deterministic`` (same plans, each
+pool's limit counted as work, so a worker slowed by a busy machine takes longer);
+``--wall-clock`` gives each pool its share of the limit in seconds instead.
 """
 from __future__ import annotations
 
@@ -223,6 +233,45 @@ def known(tasks: int, seeds: list[int], time_limit: float) -> None:
               f"{not violations(problem, result.assign)} |", flush=True)
 
 
+def pools(n_pools: int, tasks: int, time_limit: float, max_moves: str, workers: int, wall_clock: bool = False) -> None:
+    from packer.io.pools import combine_pools
+
+    parts = [WORK / f"pool-{tasks}-s{seed}" for seed in range(n_pools)]
+    hosts = max(10, round(tasks * 18 / 37))
+    for seed, part in enumerate(parts):
+        if not part.exists():
+            subprocess.run([str(Path(sys.executable).with_name("packer")), "generate", "--tasks", str(tasks), "--hosts", str(hosts),
+                            "--days", "1", "--interval", "300", "--seed", str(seed), "--out", str(part)], check=True, capture_output=True)
+    trace = WORK / f"pools-{n_pools}x{tasks}"
+    if not trace.exists():
+        combine_pools(parts, trace)
+    packer = str(Path(sys.executable).with_name("packer"))
+    freed = {}
+    for n in (1, workers):
+        out = WORK / f"plan-pools-{n_pools}x{tasks}-w{n}"
+        cmd = [packer, "solve", str(trace), "--config", "p99", "--max-moves", max_moves, "--time-limit", f"{time_limit:g}",
+               *([] if wall_clock else ["--deterministic"]), "--workers", str(n), "--out", str(out)]
+        start = time.perf_counter()
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        wall = time.perf_counter() - start
+        if done.returncode:
+            print(done.stderr)
+            raise SystemExit(done.returncode)
+        summary = json.loads((out / "summary.json").read_text())
+        detail = summary["solver"]["stats"]["bound"]
+        freed[n] = summary["metrics"]["before"]["tco"] - summary["metrics"]["after"]["tco"]
+        ok = subprocess.run([packer, "verify", str(trace), str(out)], capture_output=True).returncode == 0
+        print(" ".join(cmd))
+        print(f"  workers {n}: {wall:.1f} s wall (command), freed {freed[n]:,.1f} TCO (bound: {detail.get('freeable_bound') or detail.get('primary_lower_bound')}), "
+              f"moves {summary['moves']['count']}, status {summary['status']}, verify {'passed' if ok else 'FAILED'}", flush=True)
+        for line in summary["solver"]["stats"]["pools"]:
+            print(f"    {line['pool']}: budget {line['budget']}, moves {line['moves']}, freed {line['freed']:,.1f} "
+                  f"(LP {line['lp_freed']}), {line['status']}, {line.get('wall_s', 0):.1f} s")
+        freed[f"wall{n}"] = wall
+    print(f"speed-up {freed['wall1'] / freed[f'wall{workers}']:.2f}x with {workers} workers; freed cost differs by "
+          f"{abs(freed[1] - freed[workers]) / max(abs(freed[1]), 1e-9):.2%}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -241,6 +290,13 @@ def main() -> None:
     kn.add_argument("--tasks", type=int, default=5000)
     kn.add_argument("--seeds", default="1001,1002")
     kn.add_argument("--time-limit", type=float, default=60.0)
+    po = sub.add_parser("pools")
+    po.add_argument("--pools", type=int, default=4)
+    po.add_argument("--tasks", type=int, default=2000, help="tasks per pool")
+    po.add_argument("--time-limit", type=float, default=10.0)
+    po.add_argument("--max-moves", default="400")
+    po.add_argument("--workers", type=int, default=2)
+    po.add_argument("--wall-clock", action="store_true", help="time limits by the clock (default: --deterministic, limits as work)")
     o = sub.add_parser("one")
     o.add_argument("args", nargs=5)
     args = ap.parse_args()
@@ -250,6 +306,8 @@ def main() -> None:
         small(args.instances, args.time_limit, args.engine_time_limit)
     elif args.cmd == "falkenauer":
         falkenauer(args.time_limit)
+    elif args.cmd == "pools":
+        pools(args.pools, args.tasks, args.time_limit, args.max_moves, args.workers, args.wall_clock)
     elif args.cmd == "known":
         known(args.tasks, [int(s) for s in args.seeds.split(",")], args.time_limit)
     else:

@@ -2,6 +2,15 @@
 
     python benchmarks/bench_sweep.py [--trace benchmarks/work/paper] [--seed 0] [--tasks 37000 --hosts 18000 --days 7]
                                      [--time-limit 60] [--max-moves 400] [--verify]
+    python benchmarks/bench_sweep.py --parallel 2 [--configs baseline,p99-cpu,p99-mem,p99,p99-sens] [--weights 0,1]
+                                     [--refine 1] [--baselines none] [--deterministic] ...
+
+``--parallel N``: the same sweep twice, serially and on N worker processes
+(:mod:`packer.parallel`), with the wall time of each, the speed-up, and whether the two
+tables agree (with ``--deterministic`` they must, timings aside); the paper's checks are
+not run. ``--configs``, ``--weights``, ``--refine`` and ``--baselines`` choose the points
+(e.g. 8 points: the four configurations without sensitivity, p99-sens at 0 and 1, its
+no-new-risk point and one refinement, no baselines).
 
 Runs the full sweep — Table IV's 5 configurations × the weight ladder 0, 0.1, 0.3, 1, 3,
 10 (only p99-sens depends on the weight, so 4 + 6 optimizer solves) plus the 5 baseline
@@ -124,9 +133,31 @@ def run(trace: Path, out: Path, options, verify: bool, directions_required: bool
     return failed
 
 
+def compare_parallel(trace: Path, out: Path, options, workers: int) -> int:
+    """The sweep serially and on ``workers`` processes: wall times, speed-up, and whether the tables agree; the number of failures."""
+    import pandas as pd
+
+    from packer.parallel import local_executor
+    from packer.report.sweep import run_sweep
+
+    walls, tables = {}, {}
+    for n in (1, workers):
+        start = time.perf_counter()
+        with local_executor(n) as executor:
+            sweep = run_sweep(trace, out.with_name(f"{out.name}-w{n}"), options, progress=print_progress, executor=executor)
+        walls[n], tables[n] = time.perf_counter() - start, sweep.table
+        print(f"workers {n}: {len(sweep.table)} points in {walls[n]:.1f} s (solves {sweep.meta['timings']['solves_s']:.1f} s)", flush=True)
+    same = tables[1].drop(columns="wall_s").equals(tables[workers].drop(columns="wall_s"))
+    with pd.option_context("display.width", 200):
+        print(tables[workers][["point", "status", "tco", "tasks_at_risk", "moves", "wall_s"]].to_string(index=False))
+    print(f"speed-up {walls[1] / walls[workers]:.2f}x with {workers} workers; tables {'identical' if same else 'DIFFER'} (timings aside)")
+    return int(options.deterministic and not same)
+
+
 def main() -> None:
     from packer.model.build import RuleOptions
-    from packer.report.sweep import SweepOptions
+    from packer.report.sweep import TABLE_IV_CONFIGS, DEFAULT_WEIGHTS, SweepOptions
+    from packer.solvers.baselines import BASELINES
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trace", type=Path, default=WORK / "paper", help="Trace folder; generated if missing (default benchmarks/work/paper).")
@@ -138,10 +169,21 @@ def main() -> None:
     parser.add_argument("--time-limit", type=float, default=60.0, help="Seconds per optimizer solve.")
     parser.add_argument("--max-moves", type=int, default=400)
     parser.add_argument("--verify", action="store_true", help="Also run packer verify on every plan (after the timed sweep).")
+    parser.add_argument("--parallel", type=int, default=None, metavar="N", help="Compare a serial sweep with one on N workers.")
+    parser.add_argument("--configs", default=",".join(TABLE_IV_CONFIGS))
+    parser.add_argument("--weights", default=",".join(f"{w:g}" for w in DEFAULT_WEIGHTS))
+    parser.add_argument("--refine", type=int, default=5)
+    parser.add_argument("--baselines", default=",".join(BASELINES), help="Comma-separated baseline policies, or 'none'.")
+    parser.add_argument("--deterministic", action="store_true")
     args = parser.parse_args()
     trace = ensure_paper_trace(args.trace, args.seed, args.tasks, args.hosts, args.days)
     out = args.out or WORK / f"sweep-{trace.name}"
-    failed = run(trace, out, SweepOptions(rules=RuleOptions(max_moves=args.max_moves), time_limit_s=args.time_limit), args.verify)
+    options = SweepOptions(rules=RuleOptions(max_moves=args.max_moves), time_limit_s=args.time_limit, configs=tuple(args.configs.split(",")),
+                           weights=tuple(float(w) for w in args.weights.split(",")), refine=args.refine, deterministic=args.deterministic,
+                           baselines=() if args.baselines == "none" else tuple(args.baselines.split(",")))
+    if args.parallel:
+        sys.exit(compare_parallel(trace, out, options, args.parallel))
+    failed = run(trace, out, options, args.verify)
     sys.exit(1 if failed else 0)
 
 

@@ -19,6 +19,7 @@ arguments or inputs, and change nothing global (no logging or plotting setup).
 from __future__ import annotations
 
 import math
+from concurrent.futures import Executor
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
@@ -120,7 +121,8 @@ def solve(trace: str | Path | Trace, *, config: str = "p99", goal: str = "tco", 
           sensitivity_basis: str = DEFAULT_SENSITIVITY_BASIS, class_scores: str = DEFAULT_CLASS_AGGREGATE,
           classes_from: str | Path | None = None, presets: str | Path = DEFAULT_PRESETS, fleet: str | Path | None = None,
           skip_invalid_usage: bool = False, window_s: int = 60, start: str | Path | Plan | None = None,
-          on_profile: Callable[[int], None] | None = None, on_progress: Callable[[Progress], None] | None = None) -> Plan:
+          on_profile: Callable[[int], None] | None = None, on_progress: Callable[[Progress], None] | None = None,
+          executor: Executor | None = None) -> Plan:
     """A placement plan for ``trace``: which tasks to move where, in order, with its summary (not yet written).
 
     ``config``: a Table IV preset (``baseline``, ``p99-cpu``, ``p99-mem``, ``p99``,
@@ -140,7 +142,10 @@ def solve(trace: str | Path | Trace, *, config: str = "p99", goal: str = "tco", 
     :func:`characterize`; ``skip_invalid_usage`` and ``window_s`` as in :func:`profile` (pass
     those ``profiles`` were made with: the plan records them so ``packer verify`` can
     recompute the profiles). ``on_profile`` is called with usage rows read, ``on_progress``
-    with the engine's :class:`~packer.solvers.engine.Progress`.
+    with the engine's :class:`~packer.solvers.engine.Progress`. On a trace whose hosts have a
+    ``pool`` column each pool is solved apart, on ``executor`` (a
+    :class:`concurrent.futures.Executor`, e.g. :func:`packer.parallel.local_executor`;
+    default: one after the other here) and the plans merged (:mod:`packer.solvers.pools`).
 
     Raises :class:`~packer.errors.InputError` for bad arguments,
     :class:`~packer.errors.InfeasibleError` (naming the tasks) when some task fits no
@@ -192,7 +197,8 @@ def solve(trace: str | Path | Trace, *, config: str = "p99", goal: str = "tco", 
     with interrupt.stoppable():  # a profile cut short is worthless: a stop request here leaves no plan
         problem = problem_from_context(trace, preset, context, profiles, progress=on_profile)
     first = None if start is None else _start_placement(problem, start)
-    result = run_solver(problem, solver, time_limit, seed, progress=on_progress, deterministic=bool(deterministic), start=first)
+    result = run_solver(problem, solver, time_limit, seed, progress=on_progress, deterministic=bool(deterministic), start=first,
+                        executor=executor)
     if result.status == "infeasible":
         names = ", ".join(result.infeasible_tasks[:10]) + (" ..." if len(result.infeasible_tasks) > 10 else "")
         raise InfeasibleError(f"{len(result.infeasible_tasks)} task(s) fit no host under config {preset.name}: {names}; no plan written",

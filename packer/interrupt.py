@@ -46,6 +46,9 @@ class Abort(BaseException):
         super().__init__(f"aborted by {signal.Signals(signum).name}")
         self.signum = signum
 
+    def __reduce__(self):  # a worker process's Abort crosses to the main process (packer.parallel)
+        return (Abort, (self.signum,))
+
 
 class _State:
     """What the handler knows: the first signal, the native searches to stop, whether to raise ``KeyboardInterrupt``."""

@@ -155,9 +155,20 @@ def echo_plan(plan, seconds: float) -> None:
     click.echo(f"status: {_status(summary)}")
     if "auto" in summary["solver"]["stats"]:
         click.echo(f"method: {_methods(summary['solver'])}")
+    for pool in summary["solver"]["stats"].get("pools", []):
+        click.echo(_pool_line(pool, "TCO" if summary["context"]["goal"] == "tco" else "hosts"))
     trace = summary["context"]["trace"]
     shown = SAMPLE_NAME if Path(trace) == sample_trace().resolve() else trace
     click.echo(f"plan: {plan.path} ({seconds:.1f} s); check it with: packer verify {shown} {plan.path}")
+
+
+def _pool_line(pool: dict, primary: str) -> str:
+    """One pool of a plan solved pool by pool: size, share of the move budget, what it freed next to the LP's share."""
+    budget = "unlimited" if pool["budget"] is None else f"{pool['budget']:,}"
+    lp = "" if pool.get("lp_freed") is None else f" (LP share: {pool['lp_freed']:,.1f} with {pool['lp_moves']:,.1f} moves)"
+    took = f", {pool['solver']} {pool['wall_s']:.1f} s" if "wall_s" in pool else ""
+    return (f"pool {pool['pool']}: {pool['tasks']:,} tasks, {pool['hosts']:,} hosts; {pool['moves']:,} of {budget} moves, "
+            f"freed {pool['freed']:,.1f} {primary}{lp}; {pool['status']}{' (interrupted)' if pool.get('interrupted') else ''}{took}")
 
 
 def _fleet_row(label: str, utype: str, row: dict) -> str:

@@ -15,6 +15,7 @@ from packer.cli.options import (LazyProgressBar, PresetName, default_out, fleet_
                                 sensitivity_opts, trace_arg)
 from packer.cli.output import echo_plan, echo_stopped, echo_verify, solve_progress
 from packer.cli.signals import exit_on_signals
+from packer.cli.workers import executor_for, workers_opt
 from packer.io.atomic import refuse_to_overwrite_input
 from packer.io.output_check import check_output_writable
 from packer.io.presets import get_preset
@@ -58,11 +59,12 @@ from packer.solvers.run import SOLVERS
               help="Plan folder to start the search from instead of the current placement (e.g. a 400-move plan before a full "
                    "repack, or yesterday's plan): the engine and auto never return a worse plan. Its placement must keep this "
                    "solve's rules, the move budget included.")
+@workers_opt
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Plan folder. Default: out/<trace>/plan-<config>.")
 def solve(trace: Path, goal: str, config: str, rules: RuleOptions, time_limit: float, seed: int, deterministic: bool, solver: str,
           sensitivity_weight: float, fragmentation_weight: float, move_weight: float, profiles_path: Path | None,
           sensitivity_path: Path | None, fleet: Path | None, out: Path | None, sensitivity_basis: str, class_scores: str,
-          classes_from: Path | None, start: Path | None) -> None:
+          classes_from: Path | None, start: Path | None, workers: int) -> None:
     """Compute a placement plan: free hosts and cost within a move budget.
 
     \b
@@ -79,6 +81,10 @@ def solve(trace: Path, goal: str, config: str, rules: RuleOptions, time_limit: f
     placement yet), then exits 130 (SIGINT) or 143 (SIGTERM); during profiling it writes
     nothing. A second Ctrl-C aborts at once, leaving any previous plan folder as it was.
     Check any plan independently with `packer verify TRACE PLAN`.
+
+    On a trace whose hosts have a `pool` column, tasks stay in their host's pool: each
+    pool is solved apart (--workers at a time; --time-limit shared by their task
+    counts) under its share of --max-moves, and the plans merged into one.
     """
     preset = get_preset(config)
     out = out or default_out(trace, f"plan-{preset.name}")
@@ -94,13 +100,13 @@ def solve(trace: Path, goal: str, config: str, rules: RuleOptions, time_limit: f
         # Profiling happens only when the configuration needs profiles, so its bar opens on the first rows read.
         characterizing = "characterizing workloads (K-means classes, sensitivity scores)" if preset.sensitivity else None
         with (LazyProgressBar("profiling usage", lambda: usage_work(t), then=characterizing) as on_profile,
-              solve_progress() as on_progress):
+              solve_progress() as on_progress, executor_for(workers) as executor):
             plan = api.solve(
                 t, config=preset.name, goal=goal, solver=solver, time_limit=time_limit, seed=seed, deterministic=deterministic,
                 weights=GoalWeights(fragmentation=fragmentation_weight, sensitivity=sensitivity_weight, moves=move_weight),
                 **dataclasses.asdict(rules), profiles=profiles, sensitivity=sensitivity_path, sensitivity_basis=sensitivity_basis,
                 class_scores=class_scores, classes_from=classes_from, fleet=fleet, on_profile=on_profile, on_progress=on_progress,
-                start=start, **recorded_profiling(profiles_path))
+                start=start, executor=executor, **recorded_profiling(profiles_path))
         written.value = plan = plan.write(out)
         echo_plan(plan, time.perf_counter() - started)
 

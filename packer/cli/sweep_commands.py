@@ -13,6 +13,7 @@ from packer.cli.options import (LazyProgressBar, PresetName, default_out, fleet_
                                 trace_arg)
 from packer.cli.output import echo_sweep, echo_sweep_stopped, sweep_progress
 from packer.cli.signals import exit_on_signals
+from packer.cli.workers import executor_for, workers_opt
 from packer.io.atomic import refuse_to_overwrite_input
 from packer.io.output_check import check_output_writable
 from packer.io.trace import read_trace
@@ -61,6 +62,9 @@ def _ladder(weights: str) -> tuple[float, ...]:
               help="The optimizer (see `packer solve`).")
 @click.option("--goal", type=click.Choice(["tco", "hosts"]), default="tco", show_default=True, help="Primary goal of the optimizer.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed of every solve.")
+@click.option("--deterministic", is_flag=True,
+              help="Count --time-limit as work in every solve (as `packer solve --deterministic`): the same seed gives the same sweep.")
+@workers_opt
 @click.option("--sensitivity", "sensitivity_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Sensitivity table (default models/sensitivity.csv).")
 @sensitivity_opts
@@ -72,7 +76,8 @@ def _ladder(weights: str) -> tuple[float, ...]:
                    "points it did not finish. Refused when --out holds a sweep run with other options.")
 def sweep(trace: Path, configs: tuple[str, ...], weights: str, refine: int, baselines: tuple[str, ...], no_baselines: bool, no_new_risk: bool,
           old_no_new_risk: bool, old_no_point: bool,
-          baseline_config: str, rules: RuleOptions, time_limit: float, solver: str, goal: str, seed: int, sensitivity_path: Path | None,
+          baseline_config: str, rules: RuleOptions, time_limit: float, solver: str, goal: str, seed: int, deterministic: bool, workers: int,
+          sensitivity_path: Path | None,
           sensitivity_basis: str, class_scores: str, classes_from: Path | None, fleet: Path | None, out: Path | None, with_report: bool,
           resume: bool) -> None:
     """TCO vs SLO: Table IV's configurations, a ladder of sensitivity weights and the baselines under one move budget.
@@ -86,7 +91,9 @@ def sweep(trace: Path, configs: tuple[str, ...], weights: str, refine: int, base
       sweep.json       Pareto fronts, baseline dominance check, timings
     Render it with `packer report SWEEP`. The rules (move budget, spread, guards,
     anti-affinity, --constraints) hold in every solve. Exit 1 when a solve failed
-    (the sweep is still written; the point has status "error").
+    (the sweep is still written; the point has status "error"). With --workers N,
+    N points are solved at once (a ladder's refinements once its points are done);
+    the table is the one a serial sweep writes.
     """
     ladder = _ladder(weights)
     if no_baselines and click.get_current_context().get_parameter_source("baselines") is not ParameterSource.DEFAULT:
@@ -99,13 +106,14 @@ def sweep(trace: Path, configs: tuple[str, ...], weights: str, refine: int, base
         rules=rules, configs=configs, weights=ladder, baselines=() if no_baselines else baselines, baseline_config=baseline_config,
         time_limit_s=time_limit, solver=solver, seed=seed, goal=goal, fleet=str(fleet) if fleet else None,
         sensitivity=str(sensitivity_path) if sensitivity_path else None, no_new_risk=no_new_risk, sensitivity_basis=sensitivity_basis,
-        class_scores=class_scores, classes_from=str(classes_from) if classes_from else None, refine=refine)
+        class_scores=class_scores, classes_from=str(classes_from) if classes_from else None, refine=refine, deterministic=deterministic)
     started = time.perf_counter()
     with exit_on_signals(echo_sweep_stopped) as written:
         t = read_trace(trace, fleet)
         # The sweep profiles usage only when a configuration needs profiles, so the bar opens on the first rows read.
-        with LazyProgressBar("profiling usage", lambda: usage_work(t)) as on_usage:
-            written.value = result = run_sweep(trace, out, options, progress=sweep_progress(), usage_progress=on_usage, resume=resume)
+        with LazyProgressBar("profiling usage", lambda: usage_work(t)) as on_usage, executor_for(workers) as executor:
+            written.value = result = run_sweep(trace, out, options, progress=sweep_progress(), usage_progress=on_usage, resume=resume,
+                                               executor=executor)
         echo_sweep(result, time.perf_counter() - started)
     if with_report:
         files = write_report(out)

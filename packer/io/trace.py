@@ -37,7 +37,7 @@ FLEET_FILE = "fleet.toml"
 class Trace:
     """A validated trace.
 
-    ``hosts``: ``host_id``, ``arch``, optional ``domain``.
+    ``hosts``: ``host_id``, ``arch``, optional ``domain`` and ``pool``.
     ``tasks``: ``task_id``, ``job_id``, ``host_id``, ``<dim>_request`` per resource
     dimension (``cpu`` cores on the current host, ``mem`` GiB, ``net`` Gbps, ...),
     ``service`` (may be null), ``movable`` (bool), optional ``allowed_archs``.

@@ -125,10 +125,14 @@ def check_amounts(file: str, df: pd.DataFrame, columns: Sequence[str], id_col: s
 
 def check_hosts(hosts: pd.DataFrame, fleet: Fleet, file: str = "hosts.parquet") -> list[Problem]:
     """Hosts table: schema, unique ids, architectures known to the fleet catalog."""
-    problems = check_columns(file, hosts, HOSTS_REQUIRED, {"domain": "string"}) + check_not_empty(file, hosts)
+    problems = check_columns(file, hosts, HOSTS_REQUIRED, {"domain": "string", "pool": "string"}) + check_not_empty(file, hosts)
     if problems:
         return problems
     problems += check_ids(file, hosts, "host_id")
+    if "pool" in hosts.columns:
+        # A host outside every pool would belong to no independent problem: the column, once there, names each host's pool.
+        problems += problem_if(file, "pool", "missing pool (once the column is there, every host needs one)", hosts,
+                               hosts["pool"].isna().to_numpy(), ["host_id", "pool"])
     unknown = ~hosts["arch"].isin(fleet.archs.index).to_numpy()
     known = ", ".join(fleet.archs.index)
     problems += problem_if(file, "arch", f"architecture missing from the fleet catalog {fleet.source} (known: {known})", hosts, unknown, ["host_id", "arch"])

@@ -37,6 +37,7 @@ from packer.rules.fragmentation import Fragmentation
 from packer.rules.interference import Interference
 from packer.rules.min_rp import MinRP
 from packer.rules.moves import FewerMoves
+from packer.rules.pools import Pools
 from packer.rules.spread import Spread
 
 #: Goal names accepted by ``--goal``. ``fair``: leximin relative performance (:mod:`packer.solvers.leximin`).
@@ -139,12 +140,12 @@ def make_goals(goal: str, weights: GoalWeights = GoalWeights()) -> tuple:
             FewerMoves(weights.moves))
 
 
-def make_rules(options: RuleOptions = RuleOptions(), services: np.ndarray | None = None) -> tuple:
-    """The intrinsic rules (capacity, eligibility, pins) and those ``options`` ask for.
+def make_rules(options: RuleOptions = RuleOptions(), services: np.ndarray | None = None, pools: Pools | None = None) -> tuple:
+    """The intrinsic rules (capacity, eligibility, pins, and the trace's ``pools`` if it has some) and those ``options`` ask for.
 
     ``services`` (T,): each task's service name (None where it has none), needed by anti-affinity.
     """
-    rules: list = [Capacity(), Eligibility(), Pins()]
+    rules: list = [Capacity(), Eligibility(), Pins(), *([pools] if pools is not None else [])]
     if options.max_moves is not None:
         rules.append(MoveBudget(options.max_moves))
     if options.spread_host is not None:
@@ -158,6 +159,14 @@ def make_rules(options: RuleOptions = RuleOptions(), services: np.ndarray | None
     if options.anti_affinity:
         rules.append(AntiAffinity(options.anti_affinity, services))
     return tuple(rules)
+
+
+def host_pools(hosts: pd.DataFrame) -> Pools | None:
+    """The :class:`~packer.rules.pools.Pools` rule of a hosts table with a ``pool`` column (pools in order of appearance), else None."""
+    if "pool" not in hosts.columns:
+        return None
+    codes, names = pd.factorize(hosts["pool"].astype(str))
+    return Pools(codes, tuple(names))
 
 
 def _codes(values) -> np.ndarray:
@@ -297,7 +306,7 @@ def build_problem(
         job=_codes(tasks["job_id"]),
         job_ids=tasks["job_id"].to_numpy(dtype=str),
         domain=domain,
-        rules=make_rules(rules, tasks["service"].to_numpy(dtype=object)),
+        rules=make_rules(rules, tasks["service"].to_numpy(dtype=object), host_pools(hosts)),
         goals=make_goals(goal, weights),
         fair=goal == "fair",
         config=preset.name,

@@ -40,7 +40,7 @@ every point (nothing measures them).
 
 The sweep folder (written atomically, :func:`packer.io.atomic.atomic_dir`):
 
-* ``plans/<point>/``: one plan folder per solve (:func:`packer.plan.plan.write_plan`), each
+* ``plans/<point>/``: one plan folder per solve (:func:`packer.plan.plan.make_plan`, written as it ends), each
   verifiable with ``packer verify TRACE plans/<point>``; its ``summary.json`` is
   measured on the point's own configuration;
 * ``sweep.parquet`` and ``sweep.csv``: the TCO-vs-SLO table, one row per solve
@@ -58,12 +58,14 @@ goal); times in seconds.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import json
 import logging
 import math
 import shutil
 import time
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -74,15 +76,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from packer import interrupt
+from packer.io.fleet import Fleet
+from packer.parallel import InlineExecutor, capacity, stop_work, wait_some
 from packer.io.atomic import atomic_dir, refuse_to_overwrite_input
 from packer.solvers.baselines import BASELINES
 from packer.errors import InputError, Problem
 from packer.model.metrics import evaluate, rp_distribution, violations, weighted_score_loss
 from packer.characterization.normalize import DEFAULT_SENSITIVITY_BASIS
-from packer.plan.plan import PLACEMENT_FILE, PLACEMENT_STATUSES, SUMMARY_FILE, json_safe, write_plan
+from packer.plan.plan import PLACEMENT_FILE, PLACEMENT_STATUSES, SUMMARY_FILE, Plan, json_safe, make_plan
 from packer.plan.context import PlanContext, fleet_choice, package_versions
 from packer.io.presets import DEFAULT_PRESETS, Preset, load_presets
-from packer.model.build import GOALS, GoalWeights, RuleOptions, make_goals, make_rules
+from packer.model.build import GOALS, GoalWeights, RuleOptions, host_pools, make_goals, make_rules
 from packer.model.problem import PlacementProblem
 from packer.model.rpf import relative_performance
 from packer.characterization.sensitivity import DEFAULT_CLASS_AGGREGATE
@@ -128,7 +132,8 @@ class SweepOptions:
     configurations with sensitivity, and the ``no-new-risk`` points tighten it to 0);
     ``time_limit_s``: seconds per optimizer solve
     (baselines ignore it); ``solver``: the optimizer (a :data:`packer.solvers.run.SOLVERS`
-    name that is not a baseline); ``goal``: ``tco`` or ``hosts``; the other fields
+    name that is not a baseline); ``goal``: ``tco`` or ``hosts``; ``deterministic``: every
+    solve counts its time limit as work (``packer solve --deterministic``); the other fields
     as in :class:`packer.plan.context.PlanContext`.
     """
 
@@ -149,6 +154,7 @@ class SweepOptions:
     class_scores: str = DEFAULT_CLASS_AGGREGATE
     classes_from: str | None = None
     refine: int = 5
+    deterministic: bool = False
 
 
 @dataclass(frozen=True)
@@ -369,10 +375,11 @@ class _Problems:
         self.trace, self.options, self.presets = trace, options, presets
         self.base_context = PlanContext(
             trace=str(trace_path), fleet=fleet_choice(options.fleet, trace_path), presets=options.presets, sensitivity=options.sensitivity,
-            rules=options.rules, time_limit_s=options.time_limit_s, seed=options.seed, goal=options.goal,
+            rules=options.rules, time_limit_s=options.time_limit_s, seed=options.seed, goal=options.goal, deterministic=options.deterministic,
             sensitivity_basis=options.sensitivity_basis, class_scores=options.class_scores, classes_from=options.classes_from,
         )
         self.services = trace.tasks["service"].to_numpy(dtype=object)
+        self.pools = host_pools(trace.hosts)
         self.timings: dict[str, float] = {}
         self.profiles = self.characterization = None
         if trace.usage_path is not None:
@@ -408,7 +415,7 @@ class _Problems:
 
             self._built[point.config] = problem_from_context(self.trace, preset, context, self.profiles, characterization=self.characterization)
             self.timings["build_s"] = self.timings.get("build_s", 0.0) + time.perf_counter() - start
-        return self._built[point.config].with_(goals=make_goals(context.goal, context.weights), rules=make_rules(context.rules, self.services))
+        return self._built[point.config].with_(goals=make_goals(context.goal, context.weights), rules=make_rules(context.rules, self.services, self.pools))
 
     def score_sources(self) -> dict[str, int]:
         """Tasks per sensitivity score source (``service``, ``class``, ``nearest-class``, ``none``); empty without a characterization."""
@@ -425,6 +432,43 @@ class _Problems:
         self.timings["characterize_s"] = time.perf_counter() - start
 
 
+def _row_head(point: SweepPoint) -> dict[str, Any]:
+    """The columns of a point's row that the point itself gives."""
+    return {"point": point.name, "kind": point.kind, "config": point.config, "weight": np.nan if point.weight is None else point.weight,
+            "max_new_at_risk": np.nan if point.max_new_at_risk is None else point.max_new_at_risk,
+            "covers": ",".join(weight_label(w) for w in point.covers), "solver": point.solver, "plan": ""}
+
+
+def solve_point(point: SweepPoint, problem: PlacementProblem, context: PlanContext, fleet: Fleet, yardstick: PlacementProblem,
+                arch_score: np.ndarray) -> tuple[dict[str, Any], Plan | None]:
+    """Solve one point (in this process or a worker's): its table row and its plan (None without a placement).
+
+    The row is measured on ``yardstick`` (``arch_score`` per architecture of it, for the
+    WSL). A solver error (a bug in one point must not throw away a long sweep) gives a
+    row of status ``error`` with the message under ``"error"``, the traceback in the log.
+    """
+    from packer.solvers.run import run_solver
+
+    if not (np.array_equal(problem.task_ids, yardstick.task_ids) and np.array_equal(problem.host_ids, yardstick.host_ids)):
+        raise RuntimeError(f"config {point.config} orders tasks or hosts differently from the yardstick")
+    row, plan = _row_head(point), None
+    started = time.perf_counter()
+    try:
+        result = run_solver(problem, point.solver, context.time_limit_s, context.seed, deterministic=context.deterministic)
+        row.update(solver=result.solver, status=result.status, wall_s=result.wall_s)
+        if result.status in PLACEMENT_STATUSES:
+            plan = make_plan(problem, result, context, fleet=fleet)
+            summary = plan.summary
+            row.update(plan=f"{PLANS_DIR}/{point.name}", objective=summary["objective"]["total"], bound=summary["bound"], gap=summary["gap"])
+            row.update(point_metrics(yardstick, result.assign, arch_score))
+        else:
+            log.warning("%s: solver status %s, no plan (%s)", point.name, result.status, ", ".join(result.infeasible_tasks[:5]))
+    except (ValueError, RuntimeError, ArithmeticError, IndexError) as exc:
+        log.exception("%s: the solve failed", point.name)
+        row.update(status="error", wall_s=time.perf_counter() - started, error=f"{type(exc).__name__}: {exc}")
+    return row, plan
+
+
 def run_sweep(
     trace_path: str | Path,
     out: str | Path,
@@ -432,6 +476,7 @@ def run_sweep(
     progress: Callable[[SweepProgress], None] | None = None,
     usage_progress: Callable[[int], None] | None = None,
     resume: bool = False,
+    executor: Executor | None = None,
 ) -> Sweep:
     """Run the sweep ``options`` describe on the trace at ``trace_path`` and write the sweep folder ``out`` atomically.
 
@@ -447,9 +492,14 @@ def run_sweep(
     ``out`` — e.g. an interrupted one — for the points whose plan was solved on the same
     context, and solve only the others; ``sweep.json`` lists them under ``resumed``.
     :class:`InputError` when ``out`` holds a sweep of other options.
-    """
-    from packer.solvers.run import run_solver
 
+    ``executor``: where the points are solved (:mod:`packer.parallel`; default: here, one
+    after the other). With a process pool, independent points run side by side and a
+    ladder's refinement starts once every point of the ladder is solved, so the weights,
+    plans and table are those of the serial order (up to timings; with
+    ``deterministic``, identical). A stop request stops the running points (each keeps
+    its best plan) and starts no more.
+    """
     started = time.perf_counter()
     trace_path, out = Path(trace_path), Path(out)
     refuse_to_overwrite_input(out, trace_path)
@@ -462,77 +512,99 @@ def run_sweep(
     yardstick_config = YARDSTICK_CONFIG if has_usage else REQUESTS_YARDSTICK_CONFIG
     yardstick = problems.problem(SweepPoint("yardstick", OPTIMIZER, yardstick_config, None, "", ()))
     arch_score = trace.fleet.archs["score"].reindex(yardstick.arch_names).to_numpy(dtype=float)
-    rows: list[dict[str, Any]] = []
+    rows: dict[str, dict[str, Any]] = {}
     errors: dict[str, str] = {}
     resumed: list[str] = []
     ladders = [name for name in dict.fromkeys(options.configs) if any(p.config == name and p.weight is not None for p in points)]
+    refinements: dict[str, list[SweepPoint]] = {config: [] for config in ladders}
     total = len(points) + options.refine * len(ladders)
+    executor = executor or InlineExecutor()
 
-    def solve(point: SweepPoint, tmp: Path) -> None:
+    def report(point: SweepPoint, row: dict[str, Any] | None = None, was_resumed: bool = False) -> None:
         if progress:
-            progress(SweepProgress(len(rows) + 1, total, point))
-        problem = problems.problem(point)
-        if not (np.array_equal(problem.task_ids, yardstick.task_ids) and np.array_equal(problem.host_ids, yardstick.host_ids)):
-            raise RuntimeError(f"config {point.config} orders tasks or hosts differently from the yardstick")
-        row: dict[str, Any] = {"point": point.name, "kind": point.kind, "config": point.config,
-                               "weight": np.nan if point.weight is None else point.weight,
-                               "max_new_at_risk": np.nan if point.max_new_at_risk is None else point.max_new_at_risk,
-                               "covers": ",".join(weight_label(w) for w in point.covers), "solver": point.solver, "plan": ""}
-        solve_start = time.perf_counter()
+            progress(SweepProgress(len(rows) + (row is None), total, point, row, resumed=was_resumed))
+
+    def resume_point(point: SweepPoint, tmp: Path) -> bool:
+        """Reuse the earlier run's plan of ``point`` if there is a valid one (True), else False."""
         reused = None if earlier is None else _earlier_plan(earlier, point, problems.context(point))
-        assign = None if reused is None else _valid_placement(problem, reused)
-        if assign is not None:
-            shutil.copytree(reused, tmp / PLANS_DIR / point.name)
-            summary = json.loads((reused / SUMMARY_FILE).read_text())
-            row.update(solver=summary["solver"]["name"], status=summary["status"], wall_s=summary["runtime_s"], plan=f"{PLANS_DIR}/{point.name}",
-                       objective=summary["objective"]["total"], bound=summary["bound"], gap=summary["gap"])
-            row.update(point_metrics(yardstick, assign, arch_score))
-            resumed.append(point.name)
-            rows.append(row)
-            if progress:
-                progress(SweepProgress(len(rows), total, point, row, resumed=True))
-            return
-        try:
-            result = run_solver(problem, point.solver, options.time_limit_s, options.seed)
-            row.update(solver=result.solver, status=result.status, wall_s=result.wall_s)
-            if result.status in PLACEMENT_STATUSES:
-                plan_dir = write_plan(tmp / PLANS_DIR / point.name, problem, result, problems.context(point), fleet=trace.fleet)
-                summary = json.loads((plan_dir / SUMMARY_FILE).read_text())
-                row.update(plan=f"{PLANS_DIR}/{point.name}", objective=summary["objective"]["total"], bound=summary["bound"], gap=summary["gap"])
-                row.update(point_metrics(yardstick, result.assign, arch_score))
-            else:
-                log.warning("%s: solver status %s, no plan (%s)", point.name, result.status, ", ".join(result.infeasible_tasks[:5]))
-        except (ValueError, RuntimeError, ArithmeticError, IndexError) as exc:
-            # A solver bug in one point must not throw away a long sweep: the point is kept as an
-            # "error" row, its message in sweep.json's "errors", the traceback in the log.
-            log.exception("%s: the solve failed", point.name)
-            errors[point.name] = f"{type(exc).__name__}: {exc}"
-            row.update(status="error", wall_s=time.perf_counter() - solve_start)
-        rows.append(row)
-        if progress:
-            progress(SweepProgress(len(rows), total, point, row))
+        assign = None if reused is None else _valid_placement(problems.problem(point), reused)
+        if assign is None:
+            return False
+        report(point)
+        shutil.copytree(reused, tmp / PLANS_DIR / point.name)
+        summary = json.loads((reused / SUMMARY_FILE).read_text())
+        row = _row_head(point)
+        row.update(solver=summary["solver"]["name"], status=summary["status"], wall_s=summary["runtime_s"], plan=f"{PLANS_DIR}/{point.name}",
+                   objective=summary["objective"]["total"], bound=summary["bound"], gap=summary["gap"])
+        row.update(point_metrics(yardstick, assign, arch_score))
+        resumed.append(point.name)
+        rows[point.name] = row
+        report(point, row, was_resumed=True)
+        return True
+
+    def next_refinement(config: str) -> SweepPoint | None:
+        """The next refinement of ``config``'s ladder once every point of it is solved (the serial order's weights), else None."""
+        if len(refinements[config]) >= options.refine:
+            return None
+        weight = refinement_weight(pd.DataFrame(list(rows.values())), config)
+        if weight is None:
+            return None
+        point = SweepPoint(f"{config}-w{weight_label(weight)}", OPTIMIZER, config, weight, options.solver, (weight,))
+        refinements[config].append(point)
+        return point
 
     with atomic_dir(out) as tmp:
-        for point in list(points):
+        queue = list(points)
+        running: dict[Future, SweepPoint] = {}
+        growing = dict.fromkeys(ladders, True)  # the ladders whose refinements may go on
+
+        def grow() -> bool:
+            """Queue the next refinement of each ladder whose points are all solved; True if one was queued."""
+            grown = False
+            for config in ladders:
+                # A ladder's next weight depends on all its points: the serial order's weights, whatever finished first.
+                if growing[config] and not any(p.config == config for p in (*queue, *running.values())):
+                    point = next_refinement(config)
+                    growing[config] = point is not None
+                    if point is not None:
+                        queue.append(point)
+                        grown = True
+            return grown
+
+        while True:
             if interrupt.stop_requested():
-                break
-            solve(point, tmp)
-        for config in ladders:
-            for _ in range(options.refine):
-                if interrupt.stop_requested():
+                stop_work(executor, running)
+            else:
+                grow()
+                while queue and len(running) < capacity(executor) and not interrupt.stop_requested():
+                    point = queue.pop(0)
+                    if not resume_point(point, tmp):
+                        report(point)
+                        running[executor.submit(solve_point, point, problems.problem(point), problems.context(point), trace.fleet,
+                                                yardstick, arch_score)] = point
+            if not running:
+                if interrupt.stop_requested() or not (queue or grow()):
                     break
-                weight = refinement_weight(pd.DataFrame(rows), config)
-                if weight is None:
-                    break
-                point = SweepPoint(f"{config}-w{weight_label(weight)}", OPTIMIZER, config, weight, options.solver, (weight,))
-                points.append(point)
-                solve(point, tmp)
+                continue
+            for future in wait_some(running):
+                point = running.pop(future)
+                try:
+                    row, plan = future.result()
+                except concurrent.futures.CancelledError:  # cancelled, or its worker's call would have started after the stop request
+                    continue
+                if plan is not None:
+                    plan.write(tmp / PLANS_DIR / point.name)
+                if "error" in row:
+                    errors[point.name] = row.pop("error")
+                rows[point.name] = row
+                report(point, row)
         if not rows:  # stopped before a point was solved: nothing worth writing
             raise KeyboardInterrupt
-        solved = [row["point"] for row in rows]
-        not_run = [p.name for p in points if p.name not in solved]
-        points = [p for p in points if p.name in solved]
-        table = _finish_table(rows)
+        # Rows in the serial order (the points, then each ladder's refinements), whatever order the workers finished in.
+        points += [point for config in ladders for point in refinements[config]]
+        not_run = [p.name for p in points if p.name not in rows]
+        points = [p for p in points if p.name in rows]
+        table = _finish_table([rows[p.name] for p in points])
         current = point_metrics(yardstick, yardstick.current, arch_score)
         dominance = {risk: baseline_dominance(table, risk) for risk in ("tasks_at_risk", "interference")}
         # Grid points: (configuration, weight) pairs plus one per guarded point and per baseline; a solve covering several weights stands for several.
@@ -586,7 +658,9 @@ def _earlier_sweep(out: Path, options: SweepOptions) -> Path | None:
         return None
     recorded = read_json_object(meta_file).get("options") or {}
     wanted = json_safe(_options_record(options), [])
-    differ = sorted(key for key in wanted if recorded.get(key) != wanted[key])
+    # An option a sweep of an earlier packer did not record had its default then.
+    defaults = json_safe(_options_record(SweepOptions()), [])
+    differ = sorted(key for key in wanted if recorded.get(key, defaults[key]) != wanted[key])
     if differ:
         raise InputError([Problem(str(meta_file), "options", f"the sweep there was run with other options ({', '.join(differ)}); "
                                   "--resume reuses only the same sweep's plans: drop --resume or choose another --out", 0)])

@@ -117,8 +117,15 @@ def minimize(cost: np.ndarray, matrix: tuple[np.ndarray, np.ndarray, np.ndarray]
                      bound=float(result.termination.objective_bounds.dual_bound), reason=reason.name)
 
 
-def freeable_cost_bound(problem: PlacementProblem, budget: int | None = None) -> CostBound:
-    """Upper bound on the primary cost that at most ``budget`` moves (default: the problem's) can free."""
+def freeable_cost_bound(problem: PlacementProblem, budget: int | None = None, groups: np.ndarray | None = None) -> CostBound:
+    """Upper bound on the primary cost that at most ``budget`` moves (default: the problem's) can free.
+
+    ``groups`` (H,): a group code per host (pools, :mod:`packer.rules.pools`) when tasks
+    may not leave their host's group: the capacity rows are then per group and dimension
+    (a tighter bound, still valid), and ``detail["by_group"]`` says, per group code, how
+    many moves and how much cost the LP's solution spends and frees there (the move budget
+    split that maximizes the LP: every group's marginal value of a move is the same).
+    """
     budget = problem.max_moves if budget is None else budget
     cost = problem.primary_cost
     current = problem.current
@@ -130,25 +137,42 @@ def freeable_cost_bound(problem: PlacementProblem, budget: int | None = None) ->
     limit = np.inf if budget is None else budget
     emptiable = np.flatnonzero((counts > 0) & ~pinned & (counts <= limit))
     empty = np.flatnonzero((counts == 0) & receiver)
+    group = np.zeros(problem.n_hosts, dtype=np.int64) if groups is None else np.asarray(groups, dtype=np.int64)
+    n_groups = int(group.max(initial=-1)) + 1
+    nothing = {"by_group": [{"moves": 0.0, "freed": 0.0} for _ in range(n_groups)]} if groups is not None else {}
     if len(emptiable) == 0 or limit == 0:
-        return CostBound(0.0, "freeable", True, {"emptiable_hosts": int(len(emptiable))})
+        return CostBound(0.0, "freeable", True, {"emptiable_hosts": int(len(emptiable)), **nothing})
 
     n_y, n_z = len(emptiable), len(empty)
+    D = len(problem.dims)
     objective = -np.concatenate([cost[emptiable], -cost[empty]])
-    rows = [np.concatenate([loads[emptiable] + resid[emptiable], -problem.capacity[empty]]).T]
-    rhs = [resid.sum(axis=0)]
+    # Row group·D + d: what leaves group's emptied hosts, beyond their own residual, fits in the group's residual and opened hosts.
+    column_group = np.concatenate([group[emptiable], group[empty]])
+    usage = np.concatenate([loads[emptiable] + resid[emptiable], -problem.capacity[empty]])  # (n, D)
+    rows = (column_group[:, None] * D + np.arange(D)[None, :]).ravel()
+    cols = np.repeat(np.arange(n_y + n_z), D)
+    coefs = usage.ravel()
+    rhs = np.zeros(n_groups * D)
+    np.add.at(rhs, (group[:, None] * D + np.arange(D)[None, :]).ravel(), resid.ravel())
     if budget is not None:
-        rows.append(np.concatenate([counts[emptiable], np.zeros(n_z)])[None, :])
-        rhs.append(np.array([budget]))
-    A = np.vstack(rows)
-    r, c = np.nonzero(A)
+        rows = np.concatenate([rows, np.full(n_y, n_groups * D)])
+        cols = np.concatenate([cols, np.arange(n_y)])
+        coefs = np.concatenate([coefs, counts[emptiable].astype(float)])
+        rhs = np.concatenate([rhs, [budget]])
     n = n_y + n_z
-    lp = minimize(objective, (r, c, A[r, c]), (np.full(len(A), -np.inf), np.concatenate(rhs)), (np.zeros(n), np.ones(n)),
+    lp = minimize(objective, (rows, cols, coefs), (np.full(len(rhs), -np.inf), rhs), (np.zeros(n), np.ones(n)),
                   np.zeros(n, dtype=bool), mathopt.SolverType.GLOP)
     if not lp.optimal:
         # Fall back to the trivial bound: every emptiable host's cost.
-        return CostBound(float(cost[emptiable].sum()), "freeable", False, {"lp_status": lp.reason})
-    return CostBound(-lp.objective, "freeable", True, {"emptiable_hosts": n_y, "empty_hosts": n_z})
+        return CostBound(float(cost[emptiable].sum()), "freeable", False, {"lp_status": lp.reason, **nothing})
+    detail = {"emptiable_hosts": n_y, "empty_hosts": n_z}
+    if groups is not None:
+        y, z = lp.x[:n_y], lp.x[n_y:]
+        moves = np.bincount(group[emptiable], weights=counts[emptiable] * y, minlength=n_groups)
+        freed = (np.bincount(group[emptiable], weights=cost[emptiable] * y, minlength=n_groups)
+                 - np.bincount(group[empty], weights=cost[empty] * z, minlength=n_groups))
+        detail["by_group"] = [{"moves": float(m), "freed": float(f)} for m, f in zip(moves, freed)]
+    return CostBound(-lp.objective, "freeable", True, detail)
 
 
 def repack_cost_bound(problem: PlacementProblem, time_limit: float = 30.0) -> CostBound:

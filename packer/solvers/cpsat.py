@@ -144,12 +144,25 @@ def to_cpsat(model: ExactModel, objective: bool = True) -> tuple[cp_model.CpMode
     return cp, handles
 
 
-def cpsat_solver(seed: int, time_limit: float, num_workers: int = 2, deterministic: bool = False) -> cp_model.CpSolver:
-    """A CP-SAT solver with packer's parameters (module doc); ``time_limit`` in seconds."""
+#: CP-SAT threads of a solve that names none: 2, or a worker process's share of the cores (:func:`set_default_workers`).
+_default_workers = {"threads": 2}
+
+
+def set_default_workers(threads: int) -> None:
+    """Give every later CP-SAT solve of this process that names no ``num_workers`` ``threads`` threads (a worker process's share).
+
+    Deterministic solves keep 2: CP-SAT's deterministic search depends on its thread
+    count, and a plan must not depend on how many processes shared the machine.
+    """
+    _default_workers["threads"] = max(1, int(threads))
+
+
+def cpsat_solver(seed: int, time_limit: float, num_workers: int | None = None, deterministic: bool = False) -> cp_model.CpSolver:
+    """A CP-SAT solver with packer's parameters (module doc); ``time_limit`` in seconds; ``num_workers`` None: the default above."""
     solver = cp_model.CpSolver()
     params = solver.parameters
     params.random_seed = int(seed)
-    params.num_workers = int(num_workers)
+    params.num_workers = int(num_workers or (2 if deterministic else _default_workers["threads"]))
     params.presolve_inclusion_work_limit = 0
     # SIGINT is packer's (packer.interrupt stops the search); CP-SAT's own handler would take it from Python.
     params.catch_sigint_signal = False
@@ -167,7 +180,7 @@ def chosen_pairs(model: ExactModel, solver: cp_model.CpSolver, handles: list) ->
     return solver.boolean_values(pd.Index([handles[v] for v in model.x])).to_numpy(dtype=bool)
 
 
-def solve_cpsat(problem: PlacementProblem, *, time_limit: float = 10.0, seed: int = 0, num_workers: int = 2,
+def solve_cpsat(problem: PlacementProblem, *, time_limit: float = 10.0, seed: int = 0, num_workers: int | None = None,
                 deterministic: bool = False, start: np.ndarray | None = None) -> SolveResult:
     """Solve the whole instance with CP-SAT, starting from (and hinted with) ``start`` (default: the current placement).
 
@@ -182,7 +195,7 @@ def solve_cpsat(problem: PlacementProblem, *, time_limit: float = 10.0, seed: in
 
 
 def solve_subproblem(problem: PlacementProblem, assign: np.ndarray, tasks_subset: np.ndarray, hosts_subset: np.ndarray,
-                     time_limit: float = 1.0, *, seed: int = 0, num_workers: int = 2, deterministic: bool = True) -> SolveResult:
+                     time_limit: float = 1.0, *, seed: int = 0, num_workers: int | None = None, deterministic: bool = True) -> SolveResult:
     """Re-optimize the placement of ``tasks_subset`` over ``hosts_subset`` with every other task fixed (large-neighbourhood search).
 
     ``assign`` (T,) must be a valid placement; the free tasks may also stay where it
@@ -199,7 +212,7 @@ def solve_subproblem(problem: PlacementProblem, assign: np.ndarray, tasks_subset
     return solve_model(model, time_limit, seed, num_workers, deterministic, t0)
 
 
-def solve_model(model: ExactModel, time_limit: float, seed: int, num_workers: int, deterministic: bool, t0: float) -> SolveResult:
+def solve_model(model: ExactModel, time_limit: float, seed: int, num_workers: int | None, deterministic: bool, t0: float) -> SolveResult:
     """Solve ``model`` with CP-SAT; the result's placement is re-checked and its objective recomputed."""
     form = model.form
     with interrupt.stoppable():

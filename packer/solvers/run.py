@@ -43,6 +43,7 @@ import dataclasses
 import logging
 import math
 import time
+from concurrent.futures import Executor
 from typing import Callable
 
 import numpy as np
@@ -52,6 +53,7 @@ from packer.errors import InputError
 from packer.model.build import RuleOptions, make_rules
 from packer.model.metrics import evaluate, violations
 from packer.model.problem import PlacementProblem
+from packer.rules.pools import Pools
 from packer.solvers.baselines import BASELINES, run_baseline
 from packer.solvers.bounds import freeable_cost_bound, repack_cost_bound
 from packer.solvers.clock import SearchClock
@@ -61,6 +63,7 @@ from packer.solvers.exact import unplaceable_tasks
 from packer.solvers.leximin import solve_leximin_engine, solve_leximin_exact
 from packer.solvers.milp import solve_milp
 from packer.solvers.patterns import PatternResult, column_generation, pattern_packing, supported
+from packer.solvers.pools import solve_pools, why_not_split
 from packer.solvers.result import SolveResult
 
 log = logging.getLogger(__name__)
@@ -159,7 +162,8 @@ def engine_bound(problem: PlacementProblem) -> tuple[float, dict, np.ndarray | N
         lower = repack_cost_bound(problem)
         return lower.value, {"kind": "lower bound on primary cost (full repack, MILP over architectures)", "primary_lower_bound": lower.value,
                              "exact": lower.exact, **lower.detail}, lower.task_arch
-    freeable = freeable_cost_bound(problem)
+    pools = problem.rule(Pools)
+    freeable = freeable_cost_bound(problem, groups=None if pools is None else pools.host_pool)
     before = float(problem.primary_cost[np.unique(problem.current)].sum())
     return before - freeable.value, {"kind": "upper bound on primary cost the move budget can free (LP)", "freeable_bound": freeable.value,
                                      "primary_before": before, "exact": freeable.exact, **freeable.detail}, None
@@ -222,6 +226,7 @@ def run_solver(
     progress: Callable[[Progress], None] | None = None,
     deterministic: bool = False,
     start: np.ndarray | None = None,
+    executor: Executor | None = None,
 ) -> SolveResult:
     """Solve ``problem`` with ``solver`` within ``time_limit`` seconds and attach a bound (see module doc).
 
@@ -234,6 +239,11 @@ def run_solver(
     engine (and ``auto``) never returns a worse plan, the exact solvers take it as a
     hint; the baselines and the ``fair`` goal refuse it (:class:`InputError`).
 
+    A problem whose hosts are in pools (:mod:`packer.rules.pools`) is solved pool by pool,
+    on ``executor`` (:mod:`packer.parallel`; default: here, one after the other), and the
+    plans merged (:mod:`packer.solvers.pools`), unless :func:`packer.solvers.pools.why_not_split`
+    says it cannot be or ``start`` is given: then as one problem, the pool rule holding.
+
     Raises :class:`InputError` when the solver does not honour a rule of the problem (:func:`check_support`).
     A stop request (:mod:`packer.interrupt`) that comes before the solver has a placement of
     its own (while a model or bound is built) returns the starting placement (``start``, else
@@ -241,6 +251,8 @@ def run_solver(
     """
     t0 = time.perf_counter()
     try:
+        if start is None and why_not_split(problem) is None and not len(tasks_that_fit_nowhere(problem)):
+            return _run_pools(problem, solver, time_limit, seed, progress, deterministic, executor)
         return _run_solver(problem, solver, time_limit, seed, progress, deterministic, start)
     except KeyboardInterrupt:
         fallback = problem.current if start is None else start
@@ -279,6 +291,42 @@ def _run_solver(problem: PlacementProblem, solver: str, time_limit: float, seed:
     if solver in ("cbc", "highs"):
         return solve_milp(problem, solver=solver, time_limit=time_limit, seed=seed, deterministic=deterministic, start=start)
     return _run_engine(problem, time_limit, seed, progress, deterministic, start)
+
+
+def _run_pools(problem: PlacementProblem, solver: str, time_limit: float, seed: int, progress: Callable[[Progress], None] | None,
+               deterministic: bool, executor: Executor | None) -> SolveResult:
+    """Each pool solved apart and the plans merged (:mod:`packer.solvers.pools`), with the whole problem's bound and an honest status.
+
+    The bound is :func:`engine_bound`'s (with pools, the LP whose solution splits the move
+    budget), computed first so that a stop request cannot cut it short later. The plan is
+    ``optimal`` only when every pool's is and its objective meets that bound; its solver is
+    ``engine`` or the baseline when every pool used it (the baselines report no bound), else ``pools``.
+    """
+    t0 = time.perf_counter()
+    if solver != "auto":  # before any pool's work
+        check_support(problem, strategy_of(solver, problem.fair), solver)
+    with interrupt.stoppable():
+        bound, detail, _ = engine_bound(problem)
+    outcome = solve_pools(problem, run_solver, solver, time_limit, seed, deterministic, executor, progress, detail.get("by_group"))
+    if outcome.infeasible_tasks:
+        return SolveResult.infeasible(problem.current, outcome.infeasible_tasks, solver, time.perf_counter() - t0)
+    assign = outcome.assign
+    broken = violations(problem, assign)
+    if broken:
+        raise RuntimeError("the merged plan of the pools breaks a rule: " + "; ".join(broken))
+    objective = evaluate(problem, assign).objective
+    interrupted = interrupt.stop_requested() or outcome.interrupted
+    stats = {"pools": outcome.lines, "interrupted": bool(interrupted), "moves": int((assign != problem.current).sum()),
+             "objective_check": objective}
+    names = {r.solver for r in outcome.results if r is not None}
+    name = names.pop() if len(names) == 1 and (names <= {"engine"} or names <= set(BASELINES)) else "pools"
+    if name in BASELINES:
+        return SolveResult(assign=assign, status="feasible", objective=objective, bound=-math.inf, solver=name,
+                           wall_s=time.perf_counter() - t0, stats=stats)
+    stats["bound"] = bound_detail(problem, assign, detail)
+    proven = outcome.all_optimal and not interrupted and objective <= bound + 1e-6 * max(1.0, abs(objective))
+    return SolveResult(assign=assign, status="optimal" if proven else "feasible", objective=objective,
+                       bound=bound if math.isfinite(bound) else -math.inf, solver=name, wall_s=time.perf_counter() - t0, stats=stats)
 
 
 def _run_engine(problem: PlacementProblem, time_limit: float, seed: int, progress: Callable[[Progress], None] | None,
