@@ -57,8 +57,13 @@ def dask_client(scheduler: str | None = None, workers: int | None = None) -> Ite
 
 
 def dask_executor(client: "distributed.Client") -> concurrent.futures.Executor:
-    """A ``concurrent.futures.Executor`` running its calls on ``client``'s cluster (for pools written against the standard interface)."""
-    return client.get_executor()
+    """A ``concurrent.futures.Executor`` running its calls on ``client``'s cluster (sweep points, pools: :mod:`packer.parallel`).
+
+    Calls are not pure (two equal calls both run); ``capacity`` is how many run at once.
+    """
+    executor = client.get_executor(pure=False)
+    executor.capacity = worker_threads(client)
+    return executor
 
 
 def worker_threads(client: "distributed.Client") -> int:

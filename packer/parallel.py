@@ -93,7 +93,8 @@ def capacity(executor: Executor) -> int:
     """How many calls are worth having under way at once on ``executor`` (its workers; 1 inline)."""
     if isinstance(executor, InlineExecutor):
         return 1
-    return max(1, int(getattr(executor, "_max_workers", 0) or os.cpu_count() or 1))
+    declared = getattr(executor, "capacity", None) or getattr(executor, "_max_workers", None)  # a Dask executor's, a pool's
+    return max(1, int(declared or os.cpu_count() or 1))
 
 
 def stop_work(executor: Executor, futures: Iterable[Future]) -> None:

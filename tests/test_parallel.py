@@ -220,3 +220,41 @@ def test_a_bad_pool_column_is_an_input_error(tmp_path, pool, message):
     done = CliRunner().invoke(cli, ["validate", str(trace)])
     assert done.exit_code == 2 and "hosts.parquet" in done.output and "pool" in done.output and message in done.output, done.output
     assert done.exception is None or isinstance(done.exception, SystemExit)
+
+
+# --- on a Dask cluster (--scheduler) ---
+
+
+@pytest.fixture(scope="module")
+def scheduler():
+    """The address of a local Dask cluster (two single-threaded worker processes) for the module's tests."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
+        yield cluster.scheduler_address
+
+
+def test_a_sweep_on_a_dask_cluster_writes_the_table_of_a_serial_one(tmp_path, scheduler):
+    trace = crowdable_trace(tmp_path / "t")
+    args = [str(trace), "--config", "p99", "--config", "p99-sens", "--weights", "0,100", "--refine", "1", "--no-baselines",
+            "--time-limit", "2", "--deterministic", "--no-report"]
+    serial = subprocess.run([*PACKER, "sweep", *args, "--out", str(tmp_path / "serial")], capture_output=True, text=True)
+    on_dask = subprocess.run([*PACKER, "sweep", *args, "--out", str(tmp_path / "dask"), "--scheduler", scheduler], capture_output=True, text=True)
+    assert serial.returncode == 0 and on_dask.returncode == 0, serial.stderr + on_dask.stderr
+    tables = [pd.read_parquet(tmp_path / name / "sweep.parquet").drop(columns="wall_s") for name in ("serial", "dask")]
+    pd.testing.assert_frame_equal(*tables)
+
+
+def test_pools_on_a_dask_cluster_merge_into_a_plan_that_verifies(tmp_path, pooled_trace, scheduler):
+    out = tmp_path / "plan"
+    done = subprocess.run([*PACKER, "solve", str(pooled_trace), "--out", str(out), "--max-moves", "5", "--time-limit", "3",
+                           "--scheduler", scheduler], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("pool pool") == 3, done.stdout
+    check = subprocess.run([*PACKER, "verify", str(pooled_trace), str(out)], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_workers_and_a_scheduler_together_are_refused(tmp_path, pooled_trace):
+    done = subprocess.run([*PACKER, "solve", str(pooled_trace), "--out", str(tmp_path / "plan"), "--workers", "2",
+                           "--scheduler", "tcp://127.0.0.1:1"], capture_output=True, text=True)
+    assert done.returncode == 2 and "give one of them" in done.stderr and not (tmp_path / "plan").exists()

@@ -64,7 +64,7 @@ from packer.solvers.run import SOLVERS
 def solve(trace: Path, goal: str, config: str, rules: RuleOptions, time_limit: float, seed: int, deterministic: bool, solver: str,
           sensitivity_weight: float, fragmentation_weight: float, move_weight: float, profiles_path: Path | None,
           sensitivity_path: Path | None, fleet: Path | None, out: Path | None, sensitivity_basis: str, class_scores: str,
-          classes_from: Path | None, start: Path | None, workers: int) -> None:
+          classes_from: Path | None, start: Path | None, workers: int, scheduler: str | None) -> None:
     """Compute a placement plan: free hosts and cost within a move budget.
 
     \b
@@ -100,7 +100,7 @@ def solve(trace: Path, goal: str, config: str, rules: RuleOptions, time_limit: f
         # Profiling happens only when the configuration needs profiles, so its bar opens on the first rows read.
         characterizing = "characterizing workloads (K-means classes, sensitivity scores)" if preset.sensitivity else None
         with (LazyProgressBar("profiling usage", lambda: usage_work(t), then=characterizing) as on_profile,
-              solve_progress() as on_progress, executor_for(workers) as executor):
+              solve_progress() as on_progress, executor_for(workers, scheduler) as executor):
             plan = api.solve(
                 t, config=preset.name, goal=goal, solver=solver, time_limit=time_limit, seed=seed, deterministic=deterministic,
                 weights=GoalWeights(fragmentation=fragmentation_weight, sensitivity=sensitivity_weight, moves=move_weight),

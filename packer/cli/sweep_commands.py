@@ -77,7 +77,7 @@ def _ladder(weights: str) -> tuple[float, ...]:
 def sweep(trace: Path, configs: tuple[str, ...], weights: str, refine: int, baselines: tuple[str, ...], no_baselines: bool, no_new_risk: bool,
           old_no_new_risk: bool, old_no_point: bool,
           baseline_config: str, rules: RuleOptions, time_limit: float, solver: str, goal: str, seed: int, deterministic: bool, workers: int,
-          sensitivity_path: Path | None,
+          scheduler: str | None, sensitivity_path: Path | None,
           sensitivity_basis: str, class_scores: str, classes_from: Path | None, fleet: Path | None, out: Path | None, with_report: bool,
           resume: bool) -> None:
     """TCO vs SLO: Table IV's configurations, a ladder of sensitivity weights and the baselines under one move budget.
@@ -111,7 +111,7 @@ def sweep(trace: Path, configs: tuple[str, ...], weights: str, refine: int, base
     with exit_on_signals(echo_sweep_stopped) as written:
         t = read_trace(trace, fleet)
         # The sweep profiles usage only when a configuration needs profiles, so the bar opens on the first rows read.
-        with LazyProgressBar("profiling usage", lambda: usage_work(t)) as on_usage, executor_for(workers) as executor:
+        with LazyProgressBar("profiling usage", lambda: usage_work(t)) as on_usage, executor_for(workers, scheduler) as executor:
             written.value = result = run_sweep(trace, out, options, progress=sweep_progress(), usage_progress=on_usage, resume=resume,
                                                executor=executor)
         echo_sweep(result, time.perf_counter() - started)
