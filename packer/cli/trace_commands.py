@@ -166,6 +166,18 @@ _import_skip = click.option("--skip-invalid", is_flag=True,
 _import_drop = click.option("--drop-unfit", is_flag=True, help="Leave out tasks that get no host in the initial placement instead of failing; they are reported.")
 
 
+def _stage_bars(stack: contextlib.ExitStack):
+    """An importer's progress callback: one bar per stage, each with its own total (files or bytes)."""
+    bars: dict = {}
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if stage not in bars:
+            bars[stage] = stack.enter_context(progress_bar(stage, total))
+        bars[stage].update(done - bars[stage].pos)
+
+    return progress
+
+
 @import_group.command("bitbrains", short_help="Import a Bitbrains GWA-T-12 folder (a CSV per VM).")
 @click.argument("src", type=click.Path(path_type=Path))
 @_import_out
@@ -188,16 +200,8 @@ def import_bitbrains_cmd(src: Path, out: Path, fleet: Path | None, archs: tuple[
     check_output_writable(out)
     start = time.perf_counter()
     with contextlib.ExitStack() as stack:
-        bars: dict = {}
-
-        def progress(stage: str, done: int, total: int) -> None:
-            # One bar per stage of the import, each with its own total; the importer reports items done so far.
-            if stage not in bars:
-                bars[stage] = stack.enter_context(progress_bar(stage, total))
-            bars[stage].update(done - bars[stage].pos)
-
         summary = import_bitbrains(src, out, fleet=fleet, archs=archs or None, hosts_per_arch=hosts_per_arch, slack=slack, hosts_per_rack=hosts_per_rack,
-                                   net_request=net_request, skip_invalid=skip_invalid, drop_unfit=drop_unfit, progress=progress)
+                                   net_request=net_request, skip_invalid=skip_invalid, drop_unfit=drop_unfit, progress=_stage_bars(stack))
     echo_import(summary, "VM files", time.perf_counter() - start)
 
 
@@ -223,18 +227,6 @@ def import_openb_cmd(src: Path, out: Path, pods: str, phases: tuple[str, ...], g
     summary = import_openb(src, out, pods=pods, phases=None if "all" in phases else phases, gpu_cost=gpu_cost, net_capacity=net_capacity,
                            skip_invalid=skip_invalid, drop_unfit=drop_unfit)
     echo_import(summary, "pods", time.perf_counter() - start)
-
-
-def _stage_bars(stack: contextlib.ExitStack):
-    """An importer's progress callback: one bar per stage, each with its own total (files or bytes)."""
-    bars: dict = {}
-
-    def progress(stage: str, done: int, total: int) -> None:
-        if stage not in bars:
-            bars[stage] = stack.enter_context(progress_bar(stage, total))
-        bars[stage].update(done - bars[stage].pos)
-
-    return progress
 
 
 _net_capacity = click.option("--net-capacity", type=click.FloatRange(min=0), default=25.0, show_default=True,
