@@ -158,14 +158,16 @@ def shape_cost(cores: pd.Series, mem: pd.Series) -> pd.Series:
 def fleet_toml(header: Sequence[str], archs: pd.DataFrame, attributes: Sequence[str] = ()) -> str:
     """A catalog with one ``[arch.NAME]`` per row of ``archs`` (index: name; columns ``cores``, ``mem``, ``net``, ``score``, ``cost``, ``hosts``).
 
-    Every architecture is of umbrella type ``"I"`` (the traces do not say which
-    machines are "large"); ``cost`` is set per architecture. ``attributes``: string
-    columns written as attributes (e.g. the trace's platform id).
+    The umbrella type is the ``type`` column where ``archs`` has one, else ``"I"`` (the
+    public traces do not say which machines are "large"); ``cost`` is set per
+    architecture. ``attributes``: string columns written as attributes (e.g. the
+    trace's platform id).
     """
     lines = [f"# {line}" for line in header]
     for name, a in archs.iterrows():
         count = int(a["hosts"])
-        lines += ["", f"[arch.{json.dumps(str(name))}]  # {count} host{'s' if count != 1 else ''}", 'type = "I"']
+        kind = str(a["type"]) if "type" in archs.columns else "I"
+        lines += ["", f"[arch.{json.dumps(str(name))}]  # {count} host{'s' if count != 1 else ''}", f"type = {json.dumps(kind)}"]
         lines += [f"{key} = {toml_number(a[key])}" for key in ("cores", "mem", "net", "score", "cost")]
         lines += [f"{key} = {json.dumps(str(a[key]))}" for key in attributes if pd.notna(a[key])]
     return "\n".join(lines) + "\n"

@@ -70,6 +70,7 @@ import pyarrow as pa
 
 from packer.errors import InputError, Problem
 from packer.io.atomic import refuse_to_overwrite_input
+from packer.io.importers.cluster_trace import fleet_toml
 from packer.io.importers.kubernetes_usage import has_usage, read_usage
 from packer.io.importers.summary import ImportSummary
 from packer.io.k8s_objects import (INSTANCE_TYPE_LABELS, METADATA_FILE, METADATA_FORMAT, MIRROR_ANNOTATION,
@@ -249,20 +250,17 @@ def _arch_names(nodes: dict[str, _Node]) -> dict[str, str]:
 
 
 def _fleet_toml(archs: pd.DataFrame, src: Path) -> str:
-    lines = [
-        "# Fleet of a Kubernetes cluster, written by `packer import kubernetes` from",
-        f"# {src.resolve()}.",
-        "# One architecture per instance type (split where nodes differ in capacity, taints or cordoning);",
-        "# the comment after each name counts its nodes.",
-        "# cores, mem (GiB): allocatable minus the DaemonSet pods' requests; net: nominal (not read).",
-        "# score = cores / 32: every core counts as a Broadwell18 core.",
-        f"# cost (assumed, the snapshot has no prices) = 0.5 x capacity cores / {COST_CORES} + 0.5 x capacity GiB / {COST_GIB}.",
-        "# Edit to use real prices.",
+    header = [
+        "Fleet of a Kubernetes cluster, written by `packer import kubernetes` from",
+        f"{src.resolve()}.",
+        "One architecture per instance type (split where nodes differ in capacity, taints or cordoning);",
+        "the comment after each name counts its nodes.",
+        "cores, mem (GiB): allocatable minus the DaemonSet pods' requests; net: nominal (not read).",
+        "score = cores / 32: every core counts as a Broadwell18 core.",
+        f"cost (assumed, the snapshot has no prices) = 0.5 x capacity cores / {COST_CORES} + 0.5 x capacity GiB / {COST_GIB}.",
+        "Edit to use real prices.",
     ]
-    for name, a in archs.iterrows():
-        lines += ["", f"[arch.{json.dumps(name)}]  # {a['nodes']} nodes", f"type = {json.dumps(a['type'])}"]
-        lines += [f"{k} = {float(a[k])!r}" for k in ("cores", "mem", "net", "score", "cost")]
-    return "\n".join(lines) + "\n"
+    return fleet_toml(header, archs.rename(columns={"nodes": "hosts"}))
 
 
 def _pdbs(path: Path, pods: dict[str, dict], problems: list[Problem]) -> list[dict]:

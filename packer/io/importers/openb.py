@@ -58,6 +58,7 @@ import pandas as pd
 
 from packer.io.atomic import refuse_to_overwrite_input
 from packer.errors import InfeasibleError, InputError, Problem
+from packer.io.importers.cluster_trace import toml_number
 from packer.io.importers.initial_placement import first_fit_decreasing
 from packer.io.importers.summary import ImportSummary
 from packer.io.trace import write_trace
@@ -110,10 +111,6 @@ def _amount_problems(file: str, df: pd.DataFrame, columns: Sequence[str], id_col
 
 def _fmt(x: float) -> str:
     return f"{x:g}"
-
-
-def _toml_number(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else repr(float(x))
 
 
 def _read_nodes(path: Path) -> pd.DataFrame:
@@ -175,10 +172,10 @@ def _fleet_toml(archs: pd.DataFrame, source: Path, gpu_cost: float, net_capacity
     ]
     for name, a in archs.iterrows():  # one per architecture
         lines += ["", f"[arch.{json.dumps(name)}]  # {a['nodes']} nodes", f'type = "{a["type"]}"']
-        lines += [f"{key} = {_toml_number(a[key])}" for key in ("cores", "mem", "gpu")]
+        lines += [f"{key} = {toml_number(a[key])}" for key in ("cores", "mem", "gpu")]
         if a["gpu"] > 0:
             lines.append(f"gpu_model = {json.dumps(str(a['model']))}")
-        lines += [f"{key} = {_toml_number(a[key])}" for key in ("net", "score", "cost")]
+        lines += [f"{key} = {toml_number(a[key])}" for key in ("net", "score", "cost")]
     return "\n".join(lines) + "\n"
 
 
