@@ -79,7 +79,7 @@ EXACT_MAX_PAIRS = {"cpsat": 1_000_000, "cbc": 30_000, "highs": 100_000}
 FAIR_SOLVERS = ("auto", "engine", "cpsat")
 #: Largest instance the ``fair`` goal solves exactly under ``--solver auto``.
 LEXIMIN_EXACT_MAX_TASKS = 60
-#: Share of the time limit ``auto`` gives the engine before CBC starts from its plan on small instances.
+#: Share of the time limit ``auto`` gives the engine before HiGHS starts from its plan on small instances.
 AUTO_ENGINE_SHARE = 0.85
 #: Share of a full repack's time limit that column generation may spend on its bound (and half as much on its packing).
 PATTERN_TIME_SHARE = 0.25
