@@ -569,9 +569,10 @@ def full_patterns(classes: Classes, types: HostTypes, limit: int) -> list[tuple[
         ascending = size[::-1]
         counts = np.zeros(len(classes.count), dtype=np.int64)
         seen: set[bytes] = set()
-        visits = [0]
+        visits = 0
 
         def extend(first: int, left: np.ndarray, items: int) -> None:
+            nonlocal visits
             if len(out) >= limit:
                 return
             # Tasks that complete the pattern: size in (left_d − items − 1, left_d], from ``first`` on.
@@ -591,8 +592,8 @@ def full_patterns(classes: Classes, types: HostTypes, limit: int) -> list[tuple[
             # Tasks that leave room for at least one more: size ≤ left_d − the smallest size.
             roomy = len(size) - int(np.searchsorted(ascending, left[d] - size[-1], side="right"))
             for j in range(max(first, roomy), len(size)):
-                visits[0] += 1
-                if len(out) >= limit or visits[0] > FULL_PATTERN_VISITS:
+                visits += 1
+                if len(out) >= limit or visits > FULL_PATTERN_VISITS:
                     return
                 c = cand[j]
                 if counts[c] < ub[j] and (classes.k[c] <= left).all():
