@@ -22,6 +22,8 @@ import pytest
 from packer import interrupt
 from packer.io.atomic import atomic_dir, remove_dead_siblings
 from packer.io.resources import sample_trace
+from packer.solvers.patterns import column_generation
+from problems import known_optimum_problem
 
 TIME_LIMIT = 120
 PACKER = [sys.executable, "-c", "from packer.cli.main import main; main()"]
@@ -109,8 +111,17 @@ def test_a_signal_during_an_exact_search_writes_a_valid_plan(tmp_path, small_tra
     assert "status:" in out and "interrupted" in out
 
 
-def test_a_signal_while_profiling_writes_nothing(tmp_path):
-    run = Solve(tmp_path / "plan", "--solver", "engine")
+@pytest.fixture(scope="module")
+def long_usage_trace(tmp_path_factory) -> Path:
+    """3M usage rows (300 tasks, a week every minute): profiling them takes about a second, the sample's a few hundredths."""
+    out = tmp_path_factory.mktemp("long") / "trace"
+    subprocess.run([*PACKER, "generate", "--tasks", "300", "--hosts", "150", "--days", "7", "--interval", "60", "--seed", "0",
+                    "--out", str(out)], check=True, capture_output=True)
+    return out
+
+
+def test_a_signal_while_profiling_writes_nothing(tmp_path, long_usage_trace):
+    run = Solve(tmp_path / "plan", "--solver", "engine", trace=long_usage_trace)
     run.wait_for("profiling usage")
     exit_code, out, err = run.stop(signal.SIGTERM)
     assert exit_code == 143, err
@@ -216,6 +227,19 @@ def test_a_native_solve_that_ignores_the_stop_is_abandoned_after_its_grace():
             interrupt.run_stoppable(lambda: release.wait(30), lambda: stops.append(1), grace=0.5)
         assert time.monotonic() - started < 3 and stops
     release.set()
+
+
+def test_column_generation_ends_at_a_stop_request_with_a_valid_bound():
+    # Unstopped, this run prices for about 7 s (269 iterations) before it converges.
+    problem, optimum = known_optimum_problem(5, 1000)
+    with interrupt.handle_signals():
+        threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+        started = time.monotonic()
+        found = column_generation(problem, time_limit=30)
+        stopped_after = time.monotonic() - started
+        assert interrupt.stop_requested()
+    assert stopped_after < 3 and not found.converged
+    assert found.bound <= optimum
 
 
 def test_a_signal_during_a_sweep_writes_the_points_solved(tmp_path):

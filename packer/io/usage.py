@@ -375,7 +375,8 @@ def scan_usage(
     is yielded a row group at a time as stored, with no spill.
 
     ``dims`` defaults to every resource column of the usage table. ``progress`` is
-    called with numbers of rows as the scan goes through them, once per pass: usage that is spilled counts
+    called with 0 as the scan starts (so that a bar shows while the first chunk loads), then
+    with numbers of rows as the scan goes through them, once per pass: usage that is spilled counts
     when spilled and again once the caller is done with its partition (:func:`usage_work` is the total), rows read
     by task once the caller is done with their chunk. Without ``skip_invalid``,
     any invalid row makes the scan end with an :class:`InputError` after all rows
@@ -407,6 +408,8 @@ def scan_usage(
         )
 
     jobs = [functools.partial(load, c) for c in plan.chunks]
+    if progress is not None:
+        progress(0)
     with contextlib.ExitStack() as stack:
         if plan.unordered:
             rows = sum(g.rows for g in plan.unordered)

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 from ortools.math_opt import model_pb2
@@ -234,6 +235,14 @@ def solve_mathopt(model: mathopt.Model, solver_type: mathopt.SolverType, **kwarg
     HiGHS (OR-Tools 9.15) ignores MathOpt's interrupter: :data:`MATHOPT_STOP_GRACE_S` after the
     request, the solve is abandoned and ``KeyboardInterrupt`` raised.
     """
+    return _stoppable(lambda interrupter: mathopt.solve(model, solver_type, interrupter=interrupter, **kwargs))
+
+
+def solve_incremental(solver: mathopt.IncrementalSolver) -> mathopt.SolveResult:
+    """``solver.solve()`` (e.g. a warm-started GLOP master), interrupted by a stop request like :func:`solve_mathopt`."""
+    return _stoppable(lambda interrupter: solver.solve(interrupter=interrupter))
+
+
+def _stoppable(solve: Callable[[solve_interrupter.SolveInterrupter], mathopt.SolveResult]) -> mathopt.SolveResult:
     interrupter = solve_interrupter.SolveInterrupter()
-    return interrupt.run_stoppable(lambda: mathopt.solve(model, solver_type, interrupter=interrupter, **kwargs), interrupter.interrupt,
-                                   grace=MATHOPT_STOP_GRACE_S)
+    return interrupt.run_stoppable(lambda: solve(interrupter), interrupter.interrupt, grace=MATHOPT_STOP_GRACE_S)

@@ -57,7 +57,7 @@ from ortools.sat.python import cp_model
 from packer import interrupt
 from packer.model.metrics import TOLERANCE, host_loads, initially_overloaded
 from packer.model.problem import PlacementProblem
-from packer.solvers.bounds import minimize, solve_mathopt
+from packer.solvers.bounds import minimize, solve_incremental, solve_mathopt
 from packer.solvers.clock import WALL_CAP, SearchClock
 
 log = logging.getLogger(__name__)
@@ -370,12 +370,14 @@ def column_generation(problem: PlacementProblem, time_limit: float = 30.0, max_c
     last: list[np.ndarray | None] = [None] * Ty
     candidates = [np.flatnonzero(fits[:, t]) for t in range(Ty)]
     lp = mathopt.IncrementalSolver(model, mathopt.SolverType.GLOP)  # warm-started after each new column
-    while not clock.expired():
+    # A stop request (packer.interrupt) ends the loop: the bound of the last priced iteration stands.
+    while not clock.expired() and not interrupt.stop_requested():
         iterations += 1
         clock.spend(ITERATION_WORK)
-        result = lp.solve()
+        result = solve_incremental(lp)
         if result.termination.reason != mathopt.TerminationReason.OPTIMAL:
-            log.warning("pattern master LP: %s", result.termination.reason.name)
+            if not interrupt.stop_requested():
+                log.warning("pattern master LP: %s", result.termination.reason.name)
             break
         lp_value = float(result.objective_value())
         pi = np.clip(np.asarray(result.dual_values(cover), dtype=float), 0.0, None)
@@ -390,7 +392,7 @@ def column_generation(problem: PlacementProblem, time_limit: float = 30.0, max_c
         if added == 0:  # the exact pricing, to find columns the greedy misses or to prove there are none
             proven = True
             for t in np.argsort(types.cost):
-                if clock.expired():
+                if clock.expired() or interrupt.stop_requested():
                     proven = False
                     break
                 found, bound_t, exact_t, work = _price(pi, classes, types.room[t], candidates[t], min(pricing_time, clock.remaining()),

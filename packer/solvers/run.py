@@ -183,6 +183,8 @@ def _pattern_bound_and_start(problem: PlacementProblem, time_limit: float, detai
     detail.update(found.detail)
     if lower > detail["primary_lower_bound"]:
         detail.update(primary_lower_bound=lower, kind="lower bound on primary cost (full repack, column generation over host patterns)")
+    if interrupt.stop_requested():
+        return detail["primary_lower_bound"], None
     share = PATTERN_TIME_SHARE * time_limit
     # What column generation left of its share goes to the packing too (not when deterministic: a wall time is not reproducible).
     packing_time = share / 2 if deterministic else max(share / 2, 1.5 * share - found.wall_s)
