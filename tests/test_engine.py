@@ -14,13 +14,14 @@ from packer.rules.interference import Interference
 from packer.rules.moves import FewerMoves
 from packer.solvers import solve_cpsat
 from packer.solvers.baselines import BASELINES, run_baseline
+from packer.solvers import bounds
 from packer.solvers.bounds import freeable_cost_bound, repack_cost_bound
 from packer.model.state import PlacementState
 from packer.solvers.clock import SearchClock
 from packer.solvers.engine import EngineConfig, _lns, construct_repack, solve_engine
 from packer.errors import InputError
 from packer.solvers.run import check_support, run_solver
-from problems import random_problem, small_problem
+from problems import known_optimum_problem, random_problem, small_problem
 
 FAST = EngineConfig(time_limit=5.0, lns=False)
 
@@ -122,6 +123,38 @@ def test_full_repack_construction_follows_the_architecture_mix():
     built = construct_repack(problem, np.array(list(bound.detail["hosts_per_arch"].values()), dtype=float))
     assert built is not None and violations(problem, built) == []
     assert problem.primary_cost[np.unique(built)].sum() >= bound.value - 1e-9
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), n_tasks=st.integers(20, 120), max_rows=st.integers(2, 15))
+def test_the_repack_bound_over_rounded_demands_stays_below_the_exact_one(seed, n_tasks, max_rows):
+    problem = random_problem(seed, n_tasks, max(3, n_tasks // 4), max_moves=None)
+    exact = repack_cost_bound(problem)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bounds, "MAX_REPACK_ROWS", max_rows)
+        rounded = repack_cost_bound(problem)
+    assert rounded.detail["demand_grid"] >= 1
+    assert rounded.detail["rounded_bound"] <= rounded.value <= exact.value + 1e-6
+    assert rounded.value == max(rounded.detail["rounded_bound"], rounded.detail["lagrangian_bound"])
+
+
+def test_lagranges_bound_recovers_what_rounding_loses():
+    problem, optimum = known_optimum_problem(1, 400)
+    assert repack_cost_bound(problem).value == pytest.approx(optimum)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bounds, "MAX_REPACK_ROWS", 40)
+        rounded = repack_cost_bound(problem)
+    assert rounded.detail["demand_grid"] == 8 and rounded.detail["rounded_bound"] < 0.7 * optimum
+    assert rounded.value == pytest.approx(optimum)
+
+
+def test_a_full_repack_starts_from_its_best_start_even_without_time_to_improve_it():
+    problem = random_problem(4, 200, 60, max_moves=None)
+    good = solve_engine(problem, FAST).assign
+    assert evaluate(problem, good).objective < evaluate(problem, problem.current).objective - 1
+    out_of_time = solve_engine(problem, EngineConfig(time_limit=0.0, lns=False), starts=[good])
+    assert out_of_time.stats["timed_out"]
+    assert evaluate(problem, out_of_time.assign).objective <= evaluate(problem, good).objective + 1e-9
 
 
 def test_engine_bound_and_status_are_reported():

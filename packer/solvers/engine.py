@@ -467,9 +467,11 @@ def solve_engine(
     passes is refined.
 
     In full repack (``problem.max_moves is None``), ``hosts_per_arch`` (e.g. from
-    :func:`packer.solvers.bounds.repack_cost_bound`) adds a second start built by
-    :func:`construct_repack`; the better of the two after the emptying passes is
-    refined by large-neighbourhood search.
+    :func:`packer.solvers.bounds.repack_cost_bound`) adds two starts built by
+    :func:`construct_repack`; the best after the emptying passes is refined by
+    large-neighbourhood search. The starts are taken best first (``start`` among them), so
+    that the time goes to the most promising one; a start the time did not reach is still
+    compared as it is.
     """
     t0 = time.perf_counter()
     rng = np.random.default_rng(config.seed)
@@ -493,27 +495,28 @@ def solve_engine(
     best_state = None  # while a further start is being improved: the best placement before it
     try:
         with interrupt.stoppable():
+            # With a budget that covers every movable task, a full repack's construction is allowed too.
+            unbound = full or budget >= int(problem.movable.sum())
+            others: list[np.ndarray] = []
+            if unbound:
+                # Best first (a stable sort: ``first`` leads on ties).
+                first, *others = sorted([first, *_further_starts(problem, starts, hosts_per_arch, task_arch)],
+                                        key=lambda assign: _objective(problem, assign))
+                state = PlacementState(problem, first)
             if relief and not full:
                 timed_out = _mix_relief_and_emptying(problem, first, budget, config, clock, report, keep)
             else:
                 timed_out = _empty_hosts(state, budget, full, config, rng, clock, report)
                 if relief and not timed_out:
                     timed_out = _relieve_interference(state, budget, config, clock, report)
-            # With a budget that covers every movable task, a full repack's construction is allowed too.
-            unbound = full or budget >= int(problem.movable.sum())
-            if unbound and not timed_out:
-                built_starts = list(starts)
-                if hosts_per_arch is not None:
-                    built_starts += [construct_repack(problem, hosts_per_arch, task_arch, keep_in_place=in_place) for in_place in (True, False)]
-                for built in built_starts:
-                    if built is None or timed_out:
-                        continue
-                    best_state = state
-                    state = PlacementState(problem, built)  # so progress reports follow the construction
+            for built in others:
+                best_state = state
+                state = PlacementState(problem, built)  # so progress reports follow the construction
+                if not timed_out:
                     timed_out = _empty_hosts(state, budget, full, config, rng, clock, report)
-                    if evaluate(problem, state.assign).objective >= evaluate(problem, best_state.assign).objective:
-                        state = best_state
-                    best_state = None
+                if violations(problem, state.assign) or _objective(problem, state.assign) >= _objective(problem, best_state.assign):
+                    state = best_state
+                best_state = None
             report("construction done")
             reached = config.primary_target is not None and problem.primary_cost[np.unique(state.assign)].sum() <= config.primary_target + 1e-9
             if config.lns and not timed_out and not reached and not clock.expired():
@@ -540,6 +543,19 @@ def solve_engine(
         stats={"interrupted": interrupted, "timed_out": timed_out, "moves": ev.moves, "invalid_fallback": bool(problems),
                **({"deterministic": {"work_s": clock.work, "wall_capped": clock.capped}} if config.deterministic else {})},
     )
+
+
+def _further_starts(problem: PlacementProblem, starts: Sequence[np.ndarray], hosts_per_arch: np.ndarray | None,
+                    task_arch: np.ndarray | None) -> list[np.ndarray]:
+    """``starts`` and, given ``hosts_per_arch``, :func:`construct_repack`'s two constructions (those it could build)."""
+    built = list(starts)
+    if hosts_per_arch is not None:
+        built += [construct_repack(problem, hosts_per_arch, task_arch, keep_in_place=in_place) for in_place in (True, False)]
+    return [b for b in built if b is not None]
+
+
+def _objective(problem: PlacementProblem, assign: np.ndarray) -> float:
+    return evaluate(problem, assign).objective
 
 
 def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, clock: SearchClock, budget: float,

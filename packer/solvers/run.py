@@ -160,8 +160,9 @@ def engine_bound(problem: PlacementProblem) -> tuple[float, dict, np.ndarray | N
     if problem.max_moves is None or problem.max_moves >= int(problem.movable.sum()):
         # A budget that covers every movable task cannot bind: bound it as a full repack.
         lower = repack_cost_bound(problem)
-        return lower.value, {"kind": "lower bound on primary cost (full repack, MILP over architectures)", "primary_lower_bound": lower.value,
-                             "exact": lower.exact, **lower.detail}, lower.task_arch
+        value = _integral_lower_bound(problem, lower.value)
+        return value, {"kind": "lower bound on primary cost (full repack, MILP over architectures)", "primary_lower_bound": value,
+                       "exact": lower.exact, **lower.detail}, lower.task_arch
     pools = problem.rule(Pools)
     freeable = freeable_cost_bound(problem, groups=None if pools is None else pools.host_pool)
     before = float(problem.primary_cost[np.unique(problem.current)].sum())
