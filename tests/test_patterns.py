@@ -166,3 +166,12 @@ def test_the_full_pattern_search_stays_bounded_on_many_tiny_tasks():
     problem = small_problem([1.0] * 300, [100.0] * 300, [1.0] * 300, np.arange(300), weights=PRIMARY_ONLY)
     classes = task_classes(problem)
     assert full_patterns(classes, host_types(problem, classes), limit=10_000) == []
+
+
+def test_progress_counts_from_the_start_of_the_solve():
+    problem, _ = known_optimum_problem(11, 300)
+    reports = []
+    result = run_solver(problem, "engine", time_limit=3, progress=reports.append)
+    engine = [r for r in reports if r.phase not in ("lower bound (LP)", "column generation")]
+    assert engine and engine[0].elapsed_s >= result.stats["bound"]["pattern_wall_s"]
+    assert [r.elapsed_s for r in reports] == sorted(r.elapsed_s for r in reports)

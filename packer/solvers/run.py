@@ -170,16 +170,17 @@ def engine_bound(problem: PlacementProblem) -> tuple[float, dict, np.ndarray | N
                                      "primary_before": before, "exact": freeable.exact, **freeable.detail}, None
 
 
-def _pattern_bound_and_start(problem: PlacementProblem, time_limit: float, detail: dict,
-                             progress: Callable[[Progress], None] | None, deterministic: bool = False) -> tuple[float, np.ndarray | None]:
+def _pattern_bound_and_start(problem: PlacementProblem, time_limit: float, detail: dict, progress: Callable[[Progress], None] | None,
+                             deterministic: bool = False, elapsed_s: float = 0.0) -> tuple[float, np.ndarray | None]:
     """Column generation on a full repack (:mod:`packer.solvers.patterns`): the better lower bound, recorded in ``detail``, and a valid start.
 
     It gets :data:`PATTERN_TIME_SHARE` of ``time_limit`` for the bound and half as much, plus
     what the bound left unused, for the integer packing; the engine gets the rest.
+    ``elapsed_s``: seconds the solve has run, for the progress line.
     """
     if progress is not None:
         today, lower = evaluate(problem, problem.current), detail["primary_lower_bound"]
-        progress(Progress("column generation", today.objective, lower if math.isfinite(lower) else None, 0, today.hosts, 0.0))
+        progress(Progress("column generation", today.objective, lower if math.isfinite(lower) else None, 0, today.hosts, elapsed_s))
     lower, found = pattern_lower_bound(problem, time_limit, detail["primary_lower_bound"], deterministic)
     detail.update(found.detail)
     if lower > detail["primary_lower_bound"]:
@@ -349,14 +350,19 @@ def _run_engine(problem: PlacementProblem, time_limit: float, seed: int, progres
             hosts_per_arch = np.array([detail["hosts_per_arch"][a] for a in problem.arch_names.tolist()], dtype=float)
         starts = []
         if "primary_lower_bound" in detail and supported(problem):
-            bound, packed = _pattern_bound_and_start(problem, time_limit, detail, progress, deterministic)
+            bound, packed = _pattern_bound_and_start(problem, time_limit, detail, progress, deterministic, clock.wall())
             if deterministic:  # what column generation and its packing may use, counted as used
                 clock.spend(1.5 * PATTERN_TIME_SHARE * time_limit)
             if packed is not None:
                 starts.append(packed)
     target = detail["primary_lower_bound"] if "primary_lower_bound" in detail else detail["primary_before"] - detail["freeable_bound"]
-    config = EngineConfig(time_limit=clock.remaining(), deterministic=deterministic, seed=seed, progress=progress, bound=bound,
-                          primary_target=target)
+    offset = clock.wall()
+
+    def engine_progress(report: Progress) -> None:  # the engine counts from its own start; the user, from the solve's
+        progress(dataclasses.replace(report, elapsed_s=report.elapsed_s + offset))
+
+    config = EngineConfig(time_limit=clock.remaining(), deterministic=deterministic, seed=seed,
+                          progress=None if progress is None else engine_progress, bound=bound, primary_target=target)
     result = solve_engine(problem, config, start=start, hosts_per_arch=hosts_per_arch, task_arch=task_arch, starts=starts)
     result.wall_s = clock.wall()
     result.bound = bound if math.isfinite(bound) else -math.inf
