@@ -59,7 +59,7 @@ def print_progress(event) -> None:
         print(f"[{event.step:>2}/{event.steps}] {event.point.name} ({event.point.solver}) ...", flush=True)
         return
     r = event.row
-    line = f"        {r['status']} in {r['wall_s']:.1f} s"
+    line = f"        {r['point']}: {r['status']} in {r['wall_s']:.1f} s"  # on several workers, points end out of order
     if "tco" in r:
         line += f": TCO {r['tco']:,.1f}, hosts {r['hosts']:,}, tasks at risk {r['tasks_at_risk']:,}, interference {r['interference']:,.1f}, moves {r['moves']:,}"
     print(line, flush=True)
