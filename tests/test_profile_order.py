@@ -12,13 +12,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import packer.characterization.profile
 from packer.characterization.profile import profile_tasks
 from packer.cli import cli
 from packer.errors import InputError
 from packer.io.trace import read_trace
-from packer.io.usage import usage_work
+from packer.io.usage import _grouping_order, usage_work
 
 GROUP_ROWS = 500  # 144 samples per task: row groups cut tasks, and 18 groups make the order matter
 MAX_ROWS = 2_000  # a few groups: the task-sorted copy is read in task-id ranges, the other two are spilled
@@ -230,3 +232,15 @@ def test_a_full_temporary_folder_is_reported_with_the_way_out(traces, tmp_path, 
     assert f"{traces['time-sorted'] / 'usage.parquet'}: column 'task_id': usage not stored by task" in text
     assert "No space left on device" in text and "set TMPDIR to a folder with" in text
     assert not list(tmp_path.iterdir())
+
+
+@settings(max_examples=50, deadline=None)
+@given(codes=st.lists(st.integers(0, 200_000), max_size=300), repeat=st.integers(1, 4))
+def test_spilled_rows_are_grouped_by_task_in_file_order(codes, repeat):
+    task = np.array(codes * repeat, dtype=np.int32)
+    assert np.array_equal(_grouping_order(task), np.argsort(task, kind="stable"))
+
+
+def test_partitions_of_more_tasks_than_16_bits_hold_are_grouped_too():
+    task = np.random.default_rng(0).permutation(np.repeat(np.arange(70_000, dtype=np.int32), 2))
+    assert np.array_equal(_grouping_order(task), np.argsort(task, kind="stable"))
