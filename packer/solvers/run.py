@@ -161,7 +161,8 @@ def engine_bound(problem: PlacementProblem) -> tuple[float, dict, np.ndarray | N
         # A budget that covers every movable task cannot bind: bound it as a full repack.
         lower = repack_cost_bound(problem)
         value = _integral_lower_bound(problem, lower.value)
-        return value, {"kind": "lower bound on primary cost (full repack, MILP over architectures)", "primary_lower_bound": value,
+        method = "MILP over architectures" + (", demands rounded down, and Lagrange's bound" if "demand_grid" in lower.detail else "")
+        return value, {"kind": f"lower bound on primary cost (full repack, {method})", "primary_lower_bound": value,
                        "exact": lower.exact, **lower.detail}, lower.task_arch
     pools = problem.rule(Pools)
     freeable = freeable_cost_bound(problem, groups=None if pools is None else pools.host_pool)
