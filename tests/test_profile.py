@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 from conftest import tiny_tables, write_tables
 from packer.cli import cli
-from packer.characterization.profile import grouped_percentiles, profile_tasks
+from packer.characterization.profile import grouped_percentiles, profile_chunk, profile_tasks
 from packer.io.trace import read_trace
+from packer.io.usage import UsageChunk
 
 
 def expected_profiles(tasks: pd.DataFrame, usage: pd.DataFrame, q: float, window_s: int) -> pd.DataFrame:
@@ -85,6 +86,19 @@ def test_grouped_percentiles_against_numpy():
     got = grouped_percentiles(values, group, starts, [0, 50, 99, 100])
     for g in range(200):
         np.testing.assert_allclose(got[:, g], np.percentile(values[group == g], [0, 50, 99, 100]), rtol=1e-12)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(1, 400), st.integers(0, 2**31 - 10**6), st.integers(0, 10**6))
+def test_float32_values_and_int32_seconds_profile_as_if_widened_first(rows, start, seed):
+    """Usage stored in 32 bits is profiled as stored: window sums still accumulate in float64, bit for bit."""
+    rng = np.random.default_rng(seed)
+    task = np.sort(rng.integers(0, 7, rows)).astype(np.int32)
+    ts = (start + rng.integers(0, 10**6, rows)).astype(np.int32)
+    cpu = (rng.random(rows) * 10 ** rng.uniform(-3, 3, rows)).astype(np.float32)
+    narrow = profile_chunk(UsageChunk(task, ts, {"cpu": cpu}), ["cpu"], [50.0, 99.0], 300)
+    wide = profile_chunk(UsageChunk(task, ts.astype(np.int64), {"cpu": cpu.astype(np.float64)}), ["cpu"], [50.0, 99.0], 300)
+    pd.testing.assert_frame_equal(narrow, wide, check_exact=True)
 
 
 def test_window_averaging_happens_before_the_percentile(tmp_path):

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packer.characterization.profile
+import packer.io.partition
 from packer.characterization.profile import profile_tasks
 from packer.cli import cli
 from packer.errors import InputError
@@ -73,6 +74,34 @@ def test_profiles_are_bitwise_identical_in_any_row_order(traces, max_rows):
     assert reference.rows == 60 * 144 and reference.tasks_without_usage == 0
     for name in ("as generated", "shuffled", "time-sorted"):
         pd.testing.assert_frame_equal(results[name].profiles, reference.profiles, check_exact=True)
+
+
+def test_the_spill_holds_seconds_in_32_bits_and_values_as_stored(traces, monkeypatch):
+    spilled = []
+    write = packer.io.partition.Partitions.write
+    monkeypatch.setattr(packer.io.partition.Partitions, "write", lambda self, columns: spilled.append({k: v.dtype for k, v in columns.items()}) or write(self, columns))
+    profile_tasks(read_trace(traces["time-sorted"]), [99], 60, max_rows=MAX_ROWS)
+    assert spilled and all(d == {"task": np.int32, "ts": np.int32, **{c: np.float32 for c in ("cpu", "mem", "net", "membw")}} for d in spilled)
+
+
+def test_seconds_past_2038_and_float64_values_profile_alike_in_any_order(traces, tmp_path):
+    """Batches before 2038 spill seconds in 32 bits, later ones in 64: partitions mix both, and float64 values
+    spill as float64."""
+    usage = pq.read_table(traces["task-sorted"] / "usage.parquet")
+    ms = usage["ts"].cast(pa.int64()).to_numpy()
+    late = ms >= np.median(ms)
+    ms = np.where(late, ms + 400 * 365 * 86_400_000, ms)  # the later half moves 400 years on
+    assert (ms[late] // 1000 > np.iinfo(np.int32).max).all() and (ms[~late] // 1000 < np.iinfo(np.int32).max).all()
+    usage = usage.set_column(usage.schema.get_field_index("ts"), "ts", pa.array(ms, type=usage.schema.field("ts").type))
+    for dim in ("cpu", "mem", "net", "membw"):
+        usage = usage.set_column(usage.schema.get_field_index(dim), dim, usage[dim].cast(pa.float64()))
+    results = {}
+    for name, table in (("task-sorted", usage), ("time-sorted", usage.sort_by("ts"))):
+        shutil.copytree(traces["task-sorted"], tmp_path / name, ignore=shutil.ignore_patterns("usage.parquet"))
+        pq.write_table(table, tmp_path / name / "usage.parquet", row_group_size=GROUP_ROWS)
+        results[name] = profile_tasks(read_trace(tmp_path / name), [50, 99], 3600, max_rows=MAX_ROWS)
+    assert results["task-sorted"].profiles["samples"].sum() == 60 * 144 > results["task-sorted"].profiles["windows"].sum()
+    pd.testing.assert_frame_equal(results["time-sorted"].profiles, results["task-sorted"].profiles, check_exact=True)
 
 
 @pytest.mark.parametrize("order", ["shuffled", "time-sorted"])

@@ -78,7 +78,8 @@ def grouped_percentiles(values: np.ndarray, group: np.ndarray, starts: np.ndarra
 def profile_chunk(chunk: UsageChunk, dims: list[str], qs: Sequence[float], window_s: int) -> pd.DataFrame:
     """Statistics of the tasks of a task-complete, non-empty ``chunk``: one row per task (``task``: its index in
     ``trace.tasks``, ascending), ``samples``, ``windows`` and per dimension the percentiles ``qs``, mean and max.
-    Rows of a window are summed in ``chunk`` order (stable sort), so the same rows in the same order give the same bits."""
+    Rows of a window are summed in ``chunk`` order (stable sort), so the same rows in the same order give the same bits,
+    and in float64 whether values are float32 or float64 (the same bits as values widened first)."""
     task, win = chunk.task, chunk.ts // window_s
     span = int(win.max() - win.min()) + 1
     key = task.astype(np.int64) * span + (win - win.min())
@@ -99,12 +100,12 @@ def profile_chunk(chunk: UsageChunk, dims: list[str], qs: Sequence[float], windo
     }
     wgroup = np.repeat(np.arange(len(tstart)), out["windows"])
     for d in dims:
-        wsum = np.add.reduceat(values[d], wstart)
+        wsum = np.add.reduceat(values[d], wstart, dtype=np.float64)
         pct = grouped_percentiles(wsum / wcount, wgroup, tstart, qs)
         for k, q in enumerate(qs):
             out[percentile_column(d, q)] = pct[k]
         out[f"{d}_mean"] = np.add.reduceat(wsum, tstart) / out["samples"]
-        out[f"{d}_max"] = np.maximum.reduceat(np.maximum.reduceat(values[d], wstart), tstart)
+        out[f"{d}_max"] = np.maximum.reduceat(np.maximum.reduceat(values[d], wstart), tstart).astype(np.float64, copy=False)
     return pd.DataFrame(out)
 
 

@@ -112,7 +112,8 @@ def _read_piece(piece: _Piece, fs: "fsspec.AbstractFileSystem", dims: list[str],
     chunk = check_rows(piece.name, table, np.arange(piece.offset, piece.offset + table.num_rows), dims, index, log, skip_invalid=True)
     # Dropping rows keeps their order, so positions among the kept rows order them as in the dataset.
     order = piece.first + np.arange(len(chunk.task), dtype=np.int64)
-    frame = pd.DataFrame({"task": chunk.task, "order": order, "ts": chunk.ts, **chunk.values})
+    # Widened to the float64 of the frames' declared meta.
+    frame = pd.DataFrame({"task": chunk.task, "order": order, "ts": chunk.ts, **{d: v.astype(np.float64, copy=False) for d, v in chunk.values.items()}})
     return frame, ProblemLog(dict(log.counts), dict(log.examples))  # plain dicts: picklable
 
 

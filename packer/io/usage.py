@@ -55,6 +55,7 @@ MAX_REREAD = 0.5
 #: Rows per batch when reading usage to spill it (bounds the memory of that pass).
 SPILL_BATCH_ROWS = 1 << 20
 _FLOAT32 = (pa.float16(), pa.float32())
+_INT32 = np.iinfo(np.int32)
 _T = TypeVar("_T")
 #: How to go on despite invalid usage rows (the last line of the error).
 SKIP_HINT = ("to drop invalid usage rows instead (they are counted): packer profile TRACE --skip-invalid, "
@@ -63,8 +64,9 @@ SKIP_HINT = ("to drop invalid usage rows instead (they are counted): packer prof
 
 @dataclass
 class UsageChunk:
-    """Usage rows of a set of tasks: ``task`` indexes ``trace.tasks`` (int32), ``ts`` is Unix seconds (int64),
-    ``values[dim]`` float64 in the trace's units (cores, GiB, Gbps)."""
+    """Usage rows of a set of tasks: ``task`` indexes ``trace.tasks`` (int32), ``ts`` is Unix seconds (int64; int32
+    once spilled where they fit), ``values[dim]`` in the trace's units (cores, GiB, Gbps), float32 where the trace
+    stores 32 bits or fewer, else float64: as stored, so that no pass widens what it only moves."""
 
     task: np.ndarray
     ts: np.ndarray
@@ -267,6 +269,12 @@ def _read(read: _Read, dims: list[str], task_index: pa.Array, log: ProblemLog, s
     return check_rows(read.file, table, rows, dims, task_index, log, skip_invalid)
 
 
+def _floats(column: pa.ChunkedArray) -> np.ndarray:
+    """``column`` as NumPy floats, NaN for nulls: float32 if stored in 32 bits or fewer (exact), else float64."""
+    column = column.cast(pa.float32() if column.type in _FLOAT32 else pa.float64())
+    return (column.fill_null(np.nan) if column.null_count else column).to_numpy(zero_copy_only=False)
+
+
 def check_rows(file: str, table: pa.Table, rows: np.ndarray, dims: list[str], task_index: pa.Array, log: ProblemLog, skip_invalid: bool) -> UsageChunk:
     """Convert and validate usage rows read from ``file``; ``rows`` are their row numbers in it."""
     ids = table["task_id"].combine_chunks()
@@ -276,11 +284,11 @@ def check_rows(file: str, table: pa.Table, rows: np.ndarray, dims: list[str], ta
     else:
         task = pc.index_in(ids.cast(pa.string()), value_set=task_index)
     unknown = task.is_null().to_numpy(zero_copy_only=False)
-    task = task.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int32)
+    task = (task.fill_null(-1) if task.null_count else task).to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
     ts_col = table["ts"]
     ts_null = ts_col.is_null().to_numpy(zero_copy_only=False)
     ts = _to_seconds(ts_col.fill_null(0) if ts_null.any() else ts_col)
-    values = {d: table[d].cast(pa.float64()).fill_null(np.nan).to_numpy(zero_copy_only=False) for d in dims}
+    values = {d: _floats(table[d]) for d in dims}
 
     def describe(cols: list[str]) -> Callable[[np.ndarray], list[str]]:
         def rows_text(idx: np.ndarray) -> list[str]:
@@ -299,7 +307,8 @@ def check_rows(file: str, table: pa.Table, rows: np.ndarray, dims: list[str], ta
         v = values[d]
         checks = [("missing or NaN value", np.isnan(v)), ("infinite value", np.isinf(v)), ("negative value", v < 0)]
         if d in PLAUSIBLE_MAX:
-            checks.append((f"implausibly large (over {PLAUSIBLE_MAX[d]:g} {UNITS[d]}: wrong unit?)", np.isfinite(v) & (v > PLAUSIBLE_MAX[d])))
+            # A NumPy float64 limit compares float32 values in float64 (a Python float would be rounded to float32).
+            checks.append((f"implausibly large (over {PLAUSIBLE_MAX[d]:g} {UNITS[d]}: wrong unit?)", np.isfinite(v) & (v > np.float64(PLAUSIBLE_MAX[d]))))
         for message, mask in checks:
             log.add(file, d, message, mask, rows, describe([d]))
             bad |= mask
@@ -326,9 +335,7 @@ def _spill(groups: list[_RowGroup], dims: list[str], task_index: pa.Array, log: 
     with contextlib.closing(_ahead(checked())) as batches:
         for chunk, batch in batches:
             if skip_invalid or not log.total:  # once a row is invalid, read on only to count every problem
-                # Values read as float32 are spilled as such (exactly: they were widened), half the bytes.
-                narrow = {d: v.astype(np.float32) if batch.schema.field(d).type in _FLOAT32 else v for d, v in chunk.values.items()}
-                partitions.write({"task": chunk.task, "ts": chunk.ts, **narrow})
+                partitions.write({"task": chunk.task, "ts": _narrow_seconds(chunk.ts), **chunk.values})
             if progress is not None:
                 progress(batch.num_rows)
 
@@ -338,7 +345,15 @@ def _unspill(partitions: Partitions, k: int, dims: list[str]) -> UsageChunk:
     no sort by (task, time), and this sort runs in :func:`scan_usage`'s reading thread."""
     columns = partitions.read(k)
     order = _grouping_order(columns["task"])
-    return UsageChunk(columns["task"][order], columns["ts"][order], {d: columns[d][order].astype(np.float64, copy=False) for d in dims})
+    return UsageChunk(columns["task"][order], columns["ts"][order], {d: columns[d][order] for d in dims})
+
+
+def _narrow_seconds(ts: np.ndarray) -> np.ndarray:
+    """Unix seconds as int32 where they all fit (until 2038, and any trace counting from its start): 4 bytes less
+    per spilled row. A partition read back is int64 where its files differ (NumPy promotes)."""
+    if len(ts) and _INT32.min <= ts.min() and ts.max() <= _INT32.max:
+        return ts.astype(np.int32)
+    return ts
 
 
 def _grouping_order(task: np.ndarray) -> np.ndarray:
