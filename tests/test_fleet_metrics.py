@@ -9,10 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import tiny_tables, write_tables
 from packer.cli import cli
-from packer.model.metrics import colocation_factor, evaluate, fleet_breakdown, host_changes_by_arch, moves_by_arch, weighted_score_loss
+from packer.model.metrics import colocation_factor, evaluate, fits_within, fleet_breakdown, host_changes_by_arch, moves_by_arch, weighted_score_loss
 from packer.model.build import GoalWeights, make_goals
 from packer.model.problem import PlacementProblem
 
@@ -176,3 +178,11 @@ def test_a_packer_plan_3_fair_plan_still_verifies_and_reports(tmp_path):
     reported = runner.invoke(cli, ["report", str(plan), "--out", str(tmp_path / "report")])
     assert reported.exit_code == 0, reported.output
     assert "goal fair" in (tmp_path / "report" / "report.md").read_text()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 50), st.integers(0, 5), st.integers(0, 10**6))
+def test_fits_within_is_all_dimensions_fitting(n, dims, seed):
+    rng = np.random.default_rng(seed)
+    loads, limits, demand = rng.integers(0, 4, (n, dims)).astype(float), rng.integers(0, 6, (n, dims)).astype(float), rng.integers(0, 3, dims).astype(float)
+    assert np.array_equal(fits_within(loads, demand, limits), (loads + demand <= limits).all(axis=1))

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from packer.model.build import GoalWeights
 from packer.model.metrics import evaluate, violations
 from packer.solvers import solve_milp
-from packer.solvers.patterns import column_generation, full_patterns, host_types, pattern_packing, supported, task_classes
+from packer.solvers.clock import SearchClock
+from packer.solvers.patterns import FILL_WORK_PER_HOST, _fill, column_generation, full_patterns, host_types, pattern_packing, supported, task_classes
 from packer.solvers.run import run_solver
 from problems import known_optimum_problem, random_problem, small_problem
 
@@ -175,3 +176,18 @@ def test_progress_counts_from_the_start_of_the_solve():
     engine = [r for r in reports if r.phase not in ("lower bound (LP)", "column generation")]
     assert engine and engine[0].elapsed_s >= result.stats["bound"]["pattern_wall_s"]
     assert [r.elapsed_s for r in reports] == sorted(r.elapsed_s for r in reports)
+
+
+def test_the_best_fit_after_the_patterns_stops_on_its_clock():
+    # No pattern chosen: all 300 tasks go to the best fit, which scans every host per task (13 s at 37,000 tasks).
+    problem = small_problem([1.0] * 300, [100.0] * 300, [1.0] * 300, np.arange(300), weights=PRIMARY_ONLY)
+    classes = task_classes(problem)
+    types = host_types(problem, classes)
+    no_patterns = (np.zeros(1, dtype=np.int64), np.zeros((1, len(classes.count)), dtype=np.int64), np.zeros(1, dtype=np.int64))
+    packed = _fill(problem, classes, types, *no_patterns, SearchClock(10.0))
+    assert violations(problem, packed) == [] and primary(problem, packed) == 3.0
+    assert _fill(problem, classes, types, *no_patterns, SearchClock(0.0)) is None
+    # A deterministic clock is charged per host scanned, whatever the machine: 300 tasks × 300 hosts.
+    work = 300 * 300 * FILL_WORK_PER_HOST
+    assert _fill(problem, classes, types, *no_patterns, SearchClock(work / 2, deterministic=True)) is None
+    assert np.array_equal(_fill(problem, classes, types, *no_patterns, SearchClock(2 * work, deterministic=True)), packed)

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from packer.model.metrics import TOLERANCE, host_loads, initially_overloaded
+from packer.model.metrics import TOLERANCE, fits_within, host_loads, initially_overloaded
 from packer.rules.base import Rule
 
 
@@ -34,7 +34,7 @@ class Capacity(Rule):
 
     def admits(self, state, t, hosts):
         p = state.p
-        fits = (state.loads[hosts] + p.demand[t] <= state.cap[hosts]).all(axis=1)
+        fits = fits_within(state.loads[hosts], p.demand[t], state.cap[hosts])
         return fits & (state.receiver[hosts] | (hosts == p.current[t]))
 
     def candidates(self, problem, fixed_load, pair_task, pair_host):
