@@ -410,7 +410,7 @@ def _relieve_interference(state: PlacementState, budget: float, config: EngineCo
 RELIEF_SHARES = (0.0, 0.1, 0.25, 0.5, 0.75, 1.0)
 
 
-def _mix_relief_and_emptying(problem: PlacementProblem, start: np.ndarray, budget: float, config: EngineConfig,
+def _mix_relief_and_emptying(problem: PlacementProblem, start: np.ndarray, budget: float, full: bool, config: EngineConfig,
                              clock: SearchClock, report, keep: Callable[[PlacementState], None]) -> bool:
     """The best plan over ways of splitting a move budget between relief moves and emptying hosts.
 
@@ -420,7 +420,7 @@ def _mix_relief_and_emptying(problem: PlacementProblem, start: np.ndarray, budge
     the rest on emptying (then any moves left on relief), and for shares strictly
     between 0 and 1 also the other order; it keeps the plan with the lowest
     objective, so the weight ladder of a sweep yields a curve of mixtures rather
-    than two extremes. Every run starts from ``start`` with the same seed. Each new
+    than two extremes. ``full``: a full repack (hosts to empty in its order). Every run starts from ``start`` with the same seed. Each new
     best state is handed to ``keep`` as soon as its run ends (so Ctrl-C keeps it);
     returns whether the clock ran out first.
     """
@@ -439,7 +439,7 @@ def _mix_relief_and_emptying(problem: PlacementProblem, start: np.ndarray, budge
         for step, limit in steps:
             limit = np.floor(limit + 1e-9)
             timed_out = (step(state, limit, config, clock, progress) if step is _relieve_interference
-                         else step(state, limit, False, config, rng, clock, progress))
+                         else step(state, limit, full, config, rng, clock, progress))
             if timed_out:
                 break
         objective = evaluate(problem, state.assign).objective
@@ -471,7 +471,9 @@ def solve_engine(
     :func:`construct_repack`; the best after the emptying passes is refined by
     large-neighbourhood search. The starts are taken best first (``start`` among them), so
     that the time goes to the most promising one; a start the time did not reach is still
-    compared as it is.
+    compared as it is. With sensitivity, each start gets the mixtures of relief and emptying
+    (:func:`_mix_relief_and_emptying`); a budget that covers every movable task is searched
+    as a full repack.
     """
     t0 = time.perf_counter()
     rng = np.random.default_rng(config.seed)
@@ -503,17 +505,21 @@ def solve_engine(
                 first, *others = sorted([first, *_further_starts(problem, starts, hosts_per_arch, task_arch)],
                                         key=lambda assign: _objective(problem, assign))
                 state = PlacementState(problem, first)
-            if relief and not full:
-                timed_out = _mix_relief_and_emptying(problem, first, budget, config, clock, report, keep)
-            else:
-                timed_out = _empty_hosts(state, budget, full, config, rng, clock, report)
-                if relief and not timed_out:
-                    timed_out = _relieve_interference(state, budget, config, clock, report)
+            # Relief and emptying are mixed from every start, over shares of at most every movable task (the most
+            # moves a plan has): a full repack then tries what a budget covering every movable task tries, and more.
+            mixed = min(budget, int(problem.movable.sum()))
+
+            def improve() -> bool:
+                if relief:
+                    return _mix_relief_and_emptying(problem, state.assign, mixed, unbound, config, clock, report, keep)
+                return _empty_hosts(state, budget, unbound, config, rng, clock, report)
+
+            timed_out = improve()
             for built in others:
                 best_state = state
                 state = PlacementState(problem, built)  # so progress reports follow the construction
                 if not timed_out:
-                    timed_out = _empty_hosts(state, budget, full, config, rng, clock, report)
+                    timed_out = improve()
                 if violations(problem, state.assign) or _objective(problem, state.assign) >= _objective(problem, best_state.assign):
                     state = best_state
                 best_state = None
