@@ -6,6 +6,7 @@ proven optima, and Falkenauer's 1-D bin packing instances.
     python benchmarks/bench_solve.py falkenauer [--time-limit 10]
     python benchmarks/bench_solve.py known [--tasks 5000] [--seeds 1001,1002] [--time-limit 60]
     python benchmarks/bench_solve.py pools [--pools 4] [--tasks 2000] [--time-limit 10] [--max-moves 400] [--workers 2]
+    python benchmarks/bench_solve.py full-vs-budget [--seeds 0-39] [--budgets 400,25,10] [--no-sens]
 
 ladder: traces are generated into benchmarks/work/ if missing (37,000 tasks reuses
 benchmarks/work/paper: 7 days at 300 s; the other sizes use 1 day at 300 s, hosts =
@@ -19,6 +20,10 @@ models on the whole instance with the same time limit where the model fits in me
 known: full repacks with a known optimum (``known_optimum_problem`` in tests/problems.py:
 K hosts of the architecture cheapest per core split exactly into 2-6 tasks each, scattered
 over 2.2·K hosts). Reports the engine's TCO against the optimum, its lower bound, and FFD.
+
+full-vs-budget: on random instances (``random_problem`` in tests/problems.py, 40 tasks, 10 hosts,
+with sensitivity unless --no-sens), deterministic 1-s engine solves of the full repack and of each
+budget; counts how often the full repack ends above (worse than), below or at the budgeted plan.
 
 pools: a fleet of ``--pools`` generated traces of ``--tasks`` tasks each (seeds 0, 1, ...;
 1 day at 300 s; hosts = tasks × 18/37), combined into one trace with a ``pool`` column
@@ -233,6 +238,28 @@ def known(tasks: int, seeds: list[int], time_limit: float) -> None:
               f"{not violations(problem, result.assign)} |", flush=True)
 
 
+def full_vs_budget(seeds: range, budgets: list[int], sens: bool) -> None:
+    """How often a full repack ends above the budgeted plan of the same instance (module doc)."""
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from problems import random_problem
+
+    from packer.solvers.run import run_solver
+
+    def objective(max_moves: int | None, seed: int) -> float:
+        return run_solver(random_problem(seed, 40, 10, sens=sens, max_moves=max_moves), "engine", 1.0, seed=0, deterministic=True).objective
+
+    full = {seed: objective(None, seed) for seed in seeds}
+    print("| budget | full repack worse | better | same | mean excess where worse |")
+    print("|---|---|---|---|---|")
+    for budget in budgets:
+        excess = np.array([full[seed] - objective(budget, seed) for seed in seeds])
+        worse = excess > 1e-9
+        print(f"| {budget} | {worse.sum()} of {len(excess)} | {(excess < -1e-9).sum()} | {(np.abs(excess) <= 1e-9).sum()} | "
+              f"{excess[worse].mean() if worse.any() else 0:.3f} |", flush=True)
+
+
 def pools(n_pools: int, tasks: int, time_limit: float, max_moves: str, workers: int, wall_clock: bool = False) -> None:
     from packer.io.pools import combine_pools
 
@@ -297,6 +324,10 @@ def main() -> None:
     po.add_argument("--max-moves", default="400")
     po.add_argument("--workers", type=int, default=2)
     po.add_argument("--wall-clock", action="store_true", help="time limits by the clock (default: --deterministic, limits as work)")
+    fb = sub.add_parser("full-vs-budget")
+    fb.add_argument("--seeds", default="0-39", help="FIRST-LAST")
+    fb.add_argument("--budgets", default="400,25,10")
+    fb.add_argument("--no-sens", action="store_true")
     o = sub.add_parser("one")
     o.add_argument("args", nargs=5)
     args = ap.parse_args()
@@ -308,6 +339,9 @@ def main() -> None:
         falkenauer(args.time_limit)
     elif args.cmd == "pools":
         pools(args.pools, args.tasks, args.time_limit, args.max_moves, args.workers, args.wall_clock)
+    elif args.cmd == "full-vs-budget":
+        first, last = (int(x) for x in args.seeds.split("-"))
+        full_vs_budget(range(first, last + 1), [int(b) for b in args.budgets.split(",")], not args.no_sens)
     elif args.cmd == "known":
         known(args.tasks, [int(s) for s in args.seeds.split(",")], args.time_limit)
     else:
