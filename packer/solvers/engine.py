@@ -420,9 +420,9 @@ def _mix_relief_and_emptying(problem: PlacementProblem, start: np.ndarray, budge
     the rest on emptying (then any moves left on relief), and for shares strictly
     between 0 and 1 also the other order; it keeps the plan with the lowest
     objective, so the weight ladder of a sweep yields a curve of mixtures rather
-    than two extremes. ``full``: a full repack (hosts to empty in its order). Every run starts from ``start`` with the same seed. Each new
-    best state is handed to ``keep`` as soon as its run ends (so Ctrl-C keeps it);
-    returns whether the clock ran out first.
+    than two extremes. Every run starts from ``start`` with the same seed; ``full``:
+    empty hosts in a full repack's order. Each new best state is handed to ``keep`` as
+    soon as its run ends (so Ctrl-C keeps it); returns whether the clock ran out first.
     """
     runs: list[tuple[str, float]] = [("relief first", share) for share in RELIEF_SHARES if share > 0]
     runs += [("emptying first", 1.0 - share) for share in RELIEF_SHARES if share < 1]
