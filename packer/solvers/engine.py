@@ -498,7 +498,8 @@ def solve_engine(
     try:
         with interrupt.stoppable():
             # With a budget that covers every movable task, a full repack's construction is allowed too.
-            unbound = full or budget >= int(problem.movable.sum())
+            movable = int(problem.movable.sum())
+            unbound = full or budget >= movable
             others: list[np.ndarray] = []
             if unbound:
                 # Best first (a stable sort: ``first`` leads on ties).
@@ -507,7 +508,7 @@ def solve_engine(
                 state = PlacementState(problem, first)
             # Relief and emptying are mixed from every start, over shares of at most every movable task (the most
             # moves a plan has): a full repack then tries what a budget covering every movable task tries, and more.
-            mixed = min(budget, int(problem.movable.sum()))
+            mixed = min(budget, movable)
 
             def improve() -> bool:
                 if relief:

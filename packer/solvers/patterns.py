@@ -678,11 +678,13 @@ def _fill(problem: PlacementProblem, classes: Classes, types: HostTypes, col_typ
     for i, t in enumerate(rest[np.argsort(-size[rest], kind="stable")]):
         clock.spend(FILL_WORK_PER_HOST * problem.n_hosts)
         if i % 64 == 63 and clock.expired():
-            log.info("pattern packing: the best fit of %d tasks outside full patterns stopped at %d (time)", len(rest), i)
+            log.info("pattern packing: out of time after placing %d of the %d tasks outside full patterns; no packing", i, len(rest))
             return None
         ok = fits_within(load, problem.demand[t], limit)
-        ok &= problem.eligible[t, problem.host_arch] | (np.arange(problem.n_hosts) == problem.current[t])
-        ok &= ~overloaded | (np.arange(problem.n_hosts) == problem.current[t])
+        here = problem.current[t]
+        stays = ok[here]  # its own host needs no eligibility and may be over capacity today
+        ok &= problem.eligible[t, problem.host_arch] & ~overloaded
+        ok[here] = stays
         opened = np.flatnonzero(ok & open_hosts)
         if len(opened):  # best fit: the open host left fullest
             h = opened[np.argmin(((problem.capacity[opened] - load[opened] - problem.demand[t]) / problem.capacity[opened]).sum(axis=1))]
