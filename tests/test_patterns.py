@@ -12,7 +12,8 @@ from packer.model.build import GoalWeights
 from packer.model.metrics import evaluate, violations
 from packer.solvers import solve_milp
 from packer.solvers.clock import SearchClock
-from packer.solvers.patterns import FILL_WORK_PER_HOST, _fill, column_generation, full_patterns, host_types, pattern_packing, supported, task_classes
+from packer.solvers.patterns import (FILL_WORK_PER_HOST, Classes, _fill, _price, _price_by_table, column_generation, exact_units, full_packing,
+                                     full_patterns, host_types, pattern_packing, supported, task_classes)
 from packer.solvers.run import run_solver
 from problems import known_optimum_problem, random_problem, small_problem
 
@@ -112,16 +113,101 @@ def _exact_fills(sizes: np.ndarray, capacity: int) -> set[tuple[int, ...]]:
 @settings(max_examples=30, deadline=None)
 @given(sizes=st.lists(st.integers(2, 12), min_size=1, max_size=10), capacity=st.integers(12, 24))
 def test_full_patterns_are_the_exact_fills(sizes, capacity):
-    # Integer sizes: a pattern is full exactly when its tasks sum to the capacity (grid rounding aside).
+    # Whole sizes are classed exactly, in units of their greatest common divisor g: a pattern is full
+    # exactly when its tasks sum to the largest multiple of g within the capacity (nothing more fits).
+    g = int(np.gcd.reduce(sizes))
     sizes = np.array(sizes, dtype=float)
     problem = small_problem(sizes, [float(capacity)] * len(sizes), [1.0] * len(sizes), np.arange(len(sizes)), weights=PRIMARY_ONLY)
     classes = task_classes(problem)
+    assert classes.exact and classes.unit[0] == g
     listed = full_patterns(classes, host_types(problem, classes), limit=10_000)
     size_of_class = np.array([sizes[classes.of_task == c][0] for c in range(len(classes.count))])
     order = np.argsort(size_of_class)  # classes in increasing size, as np.unique orders the sizes
     got = {tuple(int(counts[c]) for c in order) for _, counts in listed}
     assert len(got) == len(listed)
-    assert got == _exact_fills(sizes, capacity)
+    assert got == _exact_fills(sizes, capacity // g * g)
+
+
+@settings(max_examples=30, deadline=None)
+@given(sizes=st.lists(st.floats(0.05, 0.6), min_size=1, max_size=10))
+def test_full_patterns_on_a_grid_leave_less_room_than_they_hold_tasks(sizes):
+    # Real-valued sizes are rounded down to a grid; a full pattern is one that leaves less than one grid unit per task.
+    sizes = np.array(sizes)
+    problem = small_problem(sizes, [1.0] * len(sizes), [1.0] * len(sizes), np.arange(len(sizes)), weights=PRIMARY_ONLY)
+    classes = task_classes(problem)
+    if classes.exact:
+        return
+    types = host_types(problem, classes)
+    for _, counts in full_patterns(classes, types, limit=10_000):
+        used = int(counts @ classes.k[:, 0])
+        assert used <= types.room[0, 0] and types.room[0, 0] - used < counts.sum()
+
+
+def test_demands_with_whole_units_are_classed_without_rounding():
+    problem = small_problem([36.6, 26.8, 36.6, 30.0], [100.0] * 4, [1.0] * 4, np.arange(4), weights=PRIMARY_ONLY)
+    classes = task_classes(problem)
+    assert classes.exact and classes.unit[0] == pytest.approx(0.2)  # the gcd of 366, 268 and 300 tenths
+    assert sorted(classes.k[:, 0].tolist()) == [134, 150, 183] and classes.count.sum() == 4
+    assert np.allclose(classes.k[classes.of_task, 0] * classes.unit[0], problem.demand[:, 0])
+    assert host_types(problem, classes).room[0, 0] == 500
+
+
+@pytest.mark.parametrize("demand, capacity", [
+    ([0.1234567891, 0.3], 1.0),  # more than six decimals
+    ([0.000001, 0.3], 1000.0),  # a whole unit, but 10⁹ of them to a host: finer than the finest grid
+])
+def test_demands_without_a_usable_unit_go_on_a_grid(demand, capacity):
+    problem = small_problem(demand, [capacity] * 2, [1.0] * 2, [0, 1], weights=PRIMARY_ONLY)
+    assert exact_units(problem.demand, problem.capacity.max(axis=0)) is None
+    classes = task_classes(problem)
+    assert not classes.exact and (classes.k[classes.of_task] * classes.unit <= problem.demand + 1e-9).all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), dims=st.integers(1, 2))
+def test_pricing_by_table_finds_cp_sats_optimum(data, dims):
+    n = data.draw(st.integers(1, 8))
+    k = np.array(data.draw(st.lists(st.lists(st.integers(0, 9), min_size=dims, max_size=dims), min_size=n, max_size=n)), dtype=np.int64)
+    count = np.array(data.draw(st.lists(st.integers(1, 5), min_size=n, max_size=n)), dtype=np.int64)
+    pi = np.array(data.draw(st.lists(st.floats(0.0, 3.0), min_size=n, max_size=n)))
+    room = np.array(data.draw(st.lists(st.integers(0, 20), min_size=dims, max_size=dims)), dtype=np.int64)
+    classes = Classes(unit=np.ones(dims), k=k, count=count, allowed=np.ones((n, 1), dtype=bool), of_task=np.arange(n), grid=20, exact=True)
+    candidates = np.arange(n)
+    best, value = _price_by_table(pi, classes, room, candidates)
+    found, bound, proven, _ = _price(pi, classes, room, candidates, time_limit=10.0, hint=None)
+    assert proven
+    optimum = float(pi @ found[-1]) if found else 0.0
+    assert value == pytest.approx(optimum, abs=1e-6 * max(1.0, optimum))
+    if best is None:
+        assert value == pytest.approx(0.0, abs=1e-9)
+    else:
+        assert (best <= count).all() and (best @ k <= room).all() and float(pi @ best) == pytest.approx(value)
+
+
+def test_whole_sizes_converge_with_table_pricing_at_the_known_optimum():
+    # 40 bins of 150 each cut into 2-4 whole sizes: the optimum is 40 bins, and the pattern LP (priced exactly by table) says so.
+    rng = np.random.default_rng(7)
+    sizes = np.concatenate([np.diff(np.r_[0, np.sort(rng.choice(np.arange(20, 131), rng.integers(1, 4), replace=False)), 150])
+                            for _ in range(40)]).astype(float)
+    n = len(sizes)
+    problem = small_problem(rng.permutation(sizes), [150.0] * n, [1.0] * n, np.arange(n), weights=PRIMARY_ONLY)
+    found = column_generation(problem, time_limit=20)
+    assert found.classes.exact and found.converged
+    assert found.bound == pytest.approx(40.0)
+    packed = pattern_packing(problem, found, time_limit=2)
+    assert packed is not None and violations(problem, packed) == [] and primary(problem, packed) >= 40.0
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sizes=st.lists(st.integers(1, 10), min_size=2, max_size=12), capacity=st.integers(10, 16))
+def test_the_bound_on_whole_sizes_never_exceeds_a_proven_optimum(sizes, capacity):
+    problem = small_problem(np.array(sizes, dtype=float), [float(capacity)] * len(sizes), [1.0] * len(sizes), np.arange(len(sizes)),
+                            weights=PRIMARY_ONLY)
+    found = column_generation(problem, time_limit=5)
+    assert found.classes.exact
+    exact = solve_milp(problem, solver="cbc", time_limit=10)
+    if exact.status == "optimal":
+        assert found.bound <= primary(problem, exact.assign) + 1e-6
 
 
 def _triplets(n_bins: int, seed: int) -> np.ndarray:
@@ -143,6 +229,30 @@ def test_triplets_pack_into_full_hosts():
         assert primary(problem, packed) == 20.0
         result = run_solver(problem, "engine", time_limit=4)
         assert primary(problem, result.assign) == 20.0 and result.stats["bound"]["primary_lower_bound"] == 20.0
+
+
+@pytest.mark.parametrize("converged, order", [(True, ["master", "full"]), (False, ["full", "master"])])
+def test_the_likelier_packing_runs_first_with_most_of_the_time(monkeypatch, converged, order):
+    from packer.solvers import patterns
+
+    problem = small_problem([0.3, 0.45, 0.7] * 4, [1.0] * 12, [1.0] * 12, np.arange(12), weights=PRIMARY_ONLY)
+    found = column_generation(problem, time_limit=2)
+    found.converged = converged
+    calls = []
+    monkeypatch.setattr(patterns, "_master_packing", lambda p, f, seconds, d: calls.append(("master", seconds)))
+    monkeypatch.setattr(patterns, "full_packing", lambda p, f, seconds, d: calls.append(("full", seconds)))
+    assert pattern_packing(problem, found, time_limit=4) is None
+    assert [name for name, _ in calls] == order
+    assert calls[0][1] == pytest.approx(patterns.FIRST_METHOD_SHARE * 4, rel=0.05)
+
+
+def test_a_large_triplet_instance_packs_into_full_hosts():
+    # 501 tasks in 167 triples (Falkenauer's t501 size, own seed): an exact cover by full patterns, which CP-SAT finds.
+    sizes = _triplets(167, 5)
+    problem = small_problem(sizes, [1000.0] * 501, [1.0] * 501, np.arange(501), weights=PRIMARY_ONLY)
+    found = column_generation(problem, time_limit=0.5)
+    packed = full_packing(problem, found, seconds=10)
+    assert packed is not None and violations(problem, packed) == [] and primary(problem, packed) == 167.0
 
 
 def _summary(lower, gap, bound=None) -> dict:

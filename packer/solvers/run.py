@@ -81,7 +81,7 @@ FAIR_SOLVERS = ("auto", "engine", "cpsat")
 LEXIMIN_EXACT_MAX_TASKS = 60
 #: Share of the time limit ``auto`` gives the engine before HiGHS starts from its plan on small instances.
 AUTO_ENGINE_SHARE = 0.85
-#: Share of a full repack's time limit that column generation may spend on its bound (and half as much on its packing).
+#: Share of a full repack's time limit that column generation may spend on its bound (and as much again on its packing).
 PATTERN_TIME_SHARE = 0.25
 #: Column generation stops early while its master LP is above this many times the MILP bound over architectures
 #: (measured: Falkenauer's triplets stay ~12% above it, and the time is the neighbourhood search's).
@@ -175,7 +175,7 @@ def _pattern_bound_and_start(problem: PlacementProblem, time_limit: float, detai
                              deterministic: bool = False, elapsed_s: float = 0.0) -> tuple[float, np.ndarray | None]:
     """Column generation on a full repack (:mod:`packer.solvers.patterns`): the better lower bound, recorded in ``detail``, and a valid start.
 
-    It gets :data:`PATTERN_TIME_SHARE` of ``time_limit`` for the bound and half as much, plus
+    It gets :data:`PATTERN_TIME_SHARE` of ``time_limit`` for the bound and as much again, plus
     what the bound left unused, for the integer packing; the engine gets the rest.
     ``elapsed_s``: seconds the solve has run, for the progress line.
     """
@@ -190,7 +190,7 @@ def _pattern_bound_and_start(problem: PlacementProblem, time_limit: float, detai
         return detail["primary_lower_bound"], None
     share = PATTERN_TIME_SHARE * time_limit
     # What column generation left of its share goes to the packing too (not when deterministic: a wall time is not reproducible).
-    packing_time = share / 2 if deterministic else max(share / 2, 1.5 * share - found.wall_s)
+    packing_time = share if deterministic else max(share, 2.0 * share - found.wall_s)
     packed = pattern_packing(problem, found, time_limit=packing_time, deterministic=deterministic)
     broken = [] if packed is None else violations(problem, packed)
     if broken:
@@ -353,7 +353,7 @@ def _run_engine(problem: PlacementProblem, time_limit: float, seed: int, progres
         if "primary_lower_bound" in detail and supported(problem):
             bound, packed = _pattern_bound_and_start(problem, time_limit, detail, progress, deterministic, clock.wall())
             if deterministic:  # what column generation and its packing may use, counted as used
-                clock.spend(1.5 * PATTERN_TIME_SHARE * time_limit)
+                clock.spend(2.0 * PATTERN_TIME_SHARE * time_limit)
             if packed is not None:
                 starts.append(packed)
     target = detail["primary_lower_bound"] if "primary_lower_bound" in detail else detail["primary_before"] - detail["freeable_bound"]
