@@ -135,7 +135,8 @@ def test_a_signal_while_profiling_writes_nothing(tmp_path, long_usage_trace):
 def test_a_second_sigint_aborts_at_once(tmp_path):
     run = Solve(tmp_path / "plan", "--solver", "highs")  # HiGHS ignores the first SIGINT: packer abandons it after 2 s
     run.wait_for("profiling usage")
-    time.sleep(6.0)
+    # Into HiGHS's search: beside a busy test run, profiling, characterization and the model took more than 6 s.
+    time.sleep(12.0)
     exit_code, out, err = run.stop(signal.SIGINT, signal.SIGINT, pause=0.5)
     assert exit_code == 130, err
     assert run.stopping_s < 4, err
