@@ -268,17 +268,10 @@ def _price(pi: np.ndarray, classes: Classes, room: np.ndarray, candidates: np.nd
     rounded up to integers, so the bound (CP-SAT's, divided back) is ≥ the real optimum.
     Every improving solution CP-SAT meets is returned: more columns per master solve.
     """
-    candidates = candidates[pi[candidates] > 1e-12]
+    candidates, ub, _ = _knapsack_items(classes, room, candidates[pi[candidates] > 1e-12])
     if len(candidates) == 0:
         return [], 0.0, True, 0.0
     k = classes.k[candidates]
-    with np.errstate(divide="ignore"):
-        per_dim = np.where(k > 0, room[None, :] // np.maximum(k, 1), np.iinfo(np.int64).max)
-    ub = np.minimum(classes.count[candidates], per_dim.min(axis=1))
-    keep = ub > 0
-    candidates, k, ub = candidates[keep], k[keep], ub[keep]
-    if len(candidates) == 0:
-        return [], 0.0, True, 0.0
     scale = _PRICING_SCALE / float(pi[candidates].max())
     weights = np.ceil(pi[candidates] * scale).astype(np.int64)
     model = cp_model.CpModel()
@@ -652,8 +645,8 @@ def _master_packing(problem: PlacementProblem, found: PatternResult, seconds: fl
     col_type = np.array([t for t, _ in master.columns])
     counts = np.stack([c for _, c in master.columns])
     model, hosts, covering = _pattern_program(classes, types, col_type, counts, master.pinned)
-    for c, terms in enumerate(covering):
-        model.add(cp_model.LinearExpr.weighted_sum([v for v, _ in terms], [n for _, n in terms]) >= int(classes.count[c]))
+    for c, covered in enumerate(covering):
+        model.add(covered >= int(classes.count[c]))
     cost = types.cost[col_type]
     if np.array_equal(cost, np.round(cost)):
         objective = cp_model.LinearExpr.weighted_sum(hosts, cost.astype(np.int64).tolist())
@@ -670,11 +663,11 @@ def _master_packing(problem: PlacementProblem, found: PatternResult, seconds: fl
 
 
 def _pattern_program(classes: Classes, types: HostTypes, col_type: np.ndarray, counts: np.ndarray,
-                     pinned: list[tuple[int, np.ndarray]] = ()) -> tuple[cp_model.CpModel, list, list[list[tuple]]]:
+                     pinned: list[tuple[int, np.ndarray]] = ()) -> tuple[cp_model.CpModel, list, list]:
     """A CP-SAT model of how many hosts take each pattern (``counts`` (P, C), of types ``col_type``): one integer per
     pattern, at most the hosts of each type, and integers for the tasks beside ``pinned`` ones (:class:`Master`),
-    within the room left there. Returns the model, the pattern integers, and per class the terms (integer, tasks)
-    that cover it, for the caller's rows and objective."""
+    within the room left there. Returns the model, the pattern integers (for the caller's objective), and per
+    class the sum of tasks it places (for the caller's covering rows)."""
     n_hosts = [len(h) for h in types.hosts]
     model = cp_model.CpModel()
     hosts = [model.new_int_var(0, n_hosts[t], "") for t in col_type.tolist()]
@@ -689,7 +682,7 @@ def _pattern_program(classes: Classes, types: HostTypes, col_type: np.ndarray, c
             model.add(cp_model.LinearExpr.weighted_sum(beside, classes.k[usable, d].tolist()) <= int(types.pinned_room[a, d]))
     for t in np.unique(col_type).tolist():
         model.add(sum(hosts[j] for j in np.flatnonzero(col_type == t)) <= n_hosts[t])
-    return model, hosts, covering
+    return model, hosts, [cp_model.LinearExpr.weighted_sum([v for v, _ in terms], [n for _, n in terms]) for terms in covering]
 
 
 def _solve_program(model: cp_model.CpModel, seconds: float, deterministic: bool) -> cp_model.CpSolver | None:
@@ -740,8 +733,8 @@ def full_packing(problem: PlacementProblem, found: PatternResult, seconds: float
     # First every task in a full host: an exact cover, which CP-SAT finds or refutes quickly where HiGHS's branch
     # and bound did not (Falkenauer's t501: 0.2-0.8 s, against none in 5 s); then, if that fails, the penalized program.
     model, hosts, covering = _pattern_program(classes, types, col_type, counts)
-    for c, terms in enumerate(covering):
-        model.add(cp_model.LinearExpr.weighted_sum([v for v, _ in terms], [n for _, n in terms]) == int(classes.count[c]))
+    for c, covered in enumerate(covering):
+        model.add(covered == int(classes.count[c]))
     model.minimize(cp_model.LinearExpr.weighted_sum(hosts, types.cost[col_type].tolist()))
     solver = _solve_program(model, PERFECT_PACKING_SHARE * clock.remaining(), deterministic)
     if solver is not None:
