@@ -12,8 +12,9 @@ from packer.model.build import GoalWeights
 from packer.model.metrics import evaluate, violations
 from packer.solvers import solve_milp
 from packer.solvers.clock import SearchClock
-from packer.solvers.patterns import (FILL_WORK_PER_HOST, Classes, _fill, _price, _price_by_table, column_generation, exact_units, full_packing,
-                                     full_patterns, host_types, pattern_packing, supported, task_classes)
+from packer.solvers.patterns import (FILL_WORK_PER_HOST, FULL_PATTERN_VISIT_WORK, Classes, _fill, _price, _price_by_table, column_generation,
+                                     exact_units, full_packing, full_patterns, host_types, pattern_packing, perfect_packing_classes,
+                                     supported, task_classes)
 from packer.solvers.run import run_solver
 from problems import known_optimum_problem, random_problem, small_problem
 
@@ -143,6 +144,19 @@ def test_full_patterns_on_a_grid_leave_less_room_than_they_hold_tasks(sizes):
         assert used <= types.room[0, 0] and types.room[0, 0] - used < counts.sum()
 
 
+def test_listing_full_patterns_stops_on_its_clock():
+    # Four dimensions and dozens of classes: full patterns are rare, and the listing alone took 23 s of a 1-s solve.
+    problem = random_problem(0, 40, 10, sens=True, max_moves=None)
+    found = column_generation(problem, time_limit=0.3, deterministic=True)
+    short, longer = SearchClock(0.05, deterministic=True), SearchClock(0.2, deterministic=True)
+    few = full_patterns(found.classes, found.types, limit=20_000, clock=short)
+    more = full_patterns(found.classes, found.types, limit=20_000, clock=longer)
+    assert short.expired() and short.work <= 0.05 + 256 * FULL_PATTERN_VISIT_WORK
+    assert 0 < len(few) < len(more)  # the same search, stopped earlier: the first patterns of the longer listing
+    for (t, counts), (t_more, counts_more) in zip(few, more):
+        assert t == t_more and np.array_equal(counts, counts_more)
+
+
 def test_demands_with_whole_units_are_classed_without_rounding():
     problem = small_problem([36.6, 26.8, 36.6, 30.0], [100.0] * 4, [1.0] * 4, np.arange(4), weights=PRIMARY_ONLY)
     classes = task_classes(problem)
@@ -253,6 +267,29 @@ def test_a_large_triplet_instance_packs_into_full_hosts():
     found = column_generation(problem, time_limit=0.5)
     packed = full_packing(problem, found, seconds=10)
     assert packed is not None and violations(problem, packed) == [] and primary(problem, packed) == 167.0
+
+
+def test_a_packing_into_full_hosts_is_tried_first_and_spares_column_generation():
+    # 150 tasks in 50 triples: every task in a full host meets the volume bound; column generation is not run.
+    sizes = _triplets(50, 7)
+    problem = small_problem(sizes, [1000.0] * 150, [1.0] * 150, np.arange(150), weights=PRIMARY_ONLY, max_moves=None)
+    result = run_solver(problem, "engine", time_limit=10)
+    bound = result.stats["bound"]
+    assert primary(problem, result.assign) == 50.0 and bound["primary_lower_bound"] == 50.0
+    assert bound["perfect_packing"] == 50.0 and "pattern_lp" not in bound
+
+
+@pytest.mark.parametrize("case", ["a total that is no whole number of hosts", "demands without a unit", "hosts of two sizes"])
+def test_a_packing_into_full_hosts_is_not_tried_where_none_can_exist(case):
+    sizes, capacity = _triplets(10, 3), [1000.0] * 30
+    if case == "a total that is no whole number of hosts":
+        sizes[0] -= 1.0
+    elif case == "demands without a unit":
+        sizes = sizes + np.random.default_rng(0).uniform(0, 1e-3, 30)
+    else:
+        capacity[0] = 1100.0
+    problem = small_problem(sizes, capacity, [1.0] * 30, np.arange(30), weights=PRIMARY_ONLY, max_moves=None)
+    assert perfect_packing_classes(problem) is None
 
 
 def _summary(lower, gap, bound=None) -> dict:

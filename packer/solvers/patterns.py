@@ -48,6 +48,7 @@ packing puts on it only tasks it holds today.
 """
 from __future__ import annotations
 
+import bisect
 import itertools
 import logging
 import math
@@ -706,11 +707,14 @@ def full_packing(problem: PlacementProblem, found: PatternResult, seconds: float
     It is tried first with ``s = 0`` (every task in a full host: an exact cover, by CP-SAT), for
     :data:`PERFECT_PACKING_SHARE` of the time; the penalized program by HiGHS without presolve
     (on thousands of patterns it took seconds, past any time limit) for the rest of ``seconds``.
+    Listing the patterns takes at most :data:`FULL_PATTERN_SHARE` of ``seconds``.
     None without patterns or a solution.
     """
     classes, types = found.classes, found.types
     clock = SearchClock(seconds, deterministic)
-    patterns = full_patterns(classes, types, FULL_PATTERNS)
+    listing = clock.part(FULL_PATTERN_SHARE * seconds)
+    patterns = full_patterns(classes, types, FULL_PATTERNS, listing)
+    clock.spend(listing.work)
     if not patterns:
         return None
     fits = classes.allowed[:, types.arch] & (classes.k[:, None, :] <= types.room[None, :, :]).all(axis=2)
@@ -732,14 +736,9 @@ def full_packing(problem: PlacementProblem, found: PatternResult, seconds: float
     cost = np.concatenate([types.cost[col_type], penalty])
     # First every task in a full host: an exact cover, which CP-SAT finds or refutes quickly where HiGHS's branch
     # and bound did not (Falkenauer's t501: 0.2-0.8 s, against none in 5 s); then, if that fails, the penalized program.
-    model, hosts, covering = _pattern_program(classes, types, col_type, counts)
-    for c, covered in enumerate(covering):
-        model.add(covered == int(classes.count[c]))
-    model.minimize(cp_model.LinearExpr.weighted_sum(hosts, types.cost[col_type].tolist()))
-    solver = _solve_program(model, PERFECT_PACKING_SHARE * clock.remaining(), deterministic)
-    if solver is not None:
-        used = np.array([solver.value(v) for v in hosts], dtype=np.int64)
-        return _fill(problem, classes, types, col_type, counts, used, SearchClock(seconds, deterministic))
+    covered = _exact_cover(problem, classes, types, col_type, counts, PERFECT_PACKING_SHARE * clock.remaining(), seconds, deterministic)
+    if covered is not None:
+        return covered
     var_bounds = (np.zeros(P + C), np.concatenate([n_hosts[col_type], classes.count]).astype(float))
     solution = minimize(cost, (rows, cols, coefs), row_bounds, var_bounds, np.arange(P + C) < P, mathopt.SolverType.HIGHS,
                         time_limit=max(0.1, clock.remaining()) * (WALL_CAP if deterministic else 1.0), relative_gap=1e-4,
@@ -749,10 +748,70 @@ def full_packing(problem: PlacementProblem, found: PatternResult, seconds: float
     return _fill(problem, classes, types, col_type, counts, np.round(solution.x[:P]).astype(np.int64), SearchClock(seconds, deterministic))
 
 
+def _exact_cover(problem: PlacementProblem, classes: Classes, types: HostTypes, col_type: np.ndarray, counts: np.ndarray,
+                 seconds: float, fill_seconds: float, deterministic: bool) -> np.ndarray | None:
+    """Every task in a host of one of the patterns ``counts`` (P, C) of types ``col_type``, cheapest first (CP-SAT, ``seconds``),
+    filled with the real tasks (:func:`_fill`, ``fill_seconds``); None if CP-SAT finds none."""
+    model, hosts, covering = _pattern_program(classes, types, col_type, counts)
+    for c, covered in enumerate(covering):
+        model.add(covered == int(classes.count[c]))
+    model.minimize(cp_model.LinearExpr.weighted_sum(hosts, types.cost[col_type].tolist()))
+    solver = _solve_program(model, seconds, deterministic)
+    if solver is None:
+        return None
+    used = np.array([solver.value(v) for v in hosts], dtype=np.int64)
+    return _fill(problem, classes, types, col_type, counts, used, SearchClock(fill_seconds, deterministic))
+
+
+def perfect_packing_classes(problem: PlacementProblem) -> tuple[Classes, HostTypes] | None:
+    """The classes and host types of ``problem`` if a packing of every task into full hosts could exist
+    (:func:`perfect_packing`), else None; vectorized, milliseconds.
+
+    The conditions: demands that are whole multiples of a unit (:func:`exact_units`), hosts
+    that all have the same room in the dimension the demands fill most, and a total demand
+    there that is a whole number of hosts.
+    """
+    if not supported(problem) or any(rule.name not in PACKING_RULES for rule in problem.rules):
+        return None
+    classes = task_classes(problem)
+    types = host_types(problem, classes)
+    if not classes.exact or len(types.cost) == 0 or not (types.room == types.room[0]).all():
+        return None
+    total = (classes.count[:, None] * classes.k).sum(axis=0)
+    d = int(np.argmax(total / np.maximum(types.room[0], 1)))
+    if types.room[0, d] == 0 or total[d] % types.room[0, d]:
+        return None
+    return classes, types
+
+
+def perfect_packing(problem: PlacementProblem, classes: Classes, types: HostTypes, seconds: float,
+                    deterministic: bool = False) -> np.ndarray | None:
+    """Every task in a full host (:func:`full_patterns`, :func:`_exact_cover`), for ``classes`` and ``types`` from
+    :func:`perfect_packing_classes`; None if none is found in ``seconds``.
+
+    Such a packing uses exactly the volume bound's number of hosts, which no packing can beat.
+    It is tried before column generation: on Falkenauer's triplet instances CP-SAT finds one for
+    501 tasks in about a second, while column generation's bound never rises above the volume
+    bound and its master LP takes all of its time.
+    """
+    clock = SearchClock(seconds, deterministic)
+    listing = clock.part(FULL_PATTERN_SHARE * seconds)
+    patterns = full_patterns(classes, types, FULL_PATTERNS, listing)
+    clock.spend(listing.work)
+    if not patterns:
+        return None
+    col_type, counts = np.array([t for t, _ in patterns]), np.stack([c for _, c in patterns])
+    return _exact_cover(problem, classes, types, col_type, counts, clock.remaining(), seconds, deterministic)
+
+
 #: Most full patterns :func:`full_patterns` lists (over all host types), and partial patterns it extends per type
 #: (a count, not a time, so that a deterministic run lists the same patterns).
 FULL_PATTERNS = 20_000
 FULL_PATTERN_VISITS = 300_000
+#: Work (nominal seconds) a deterministic clock is charged per extension :func:`full_patterns` visits.
+FULL_PATTERN_VISIT_WORK = 3e-6
+#: Most of :func:`full_packing`'s time its listing of full patterns may take.
+FULL_PATTERN_SHARE = 0.5
 #: Most tasks in a full pattern (hosts of many small tasks fill well without them).
 FULL_PATTERN_TASKS = 64
 #: Share of :func:`full_packing`'s time for a packing of every task into full hosts, before it lets tasks out.
@@ -764,7 +823,7 @@ FULL_PACKING_PENALTY = 2.0
 FILL_WORK_PER_HOST = 3e-8
 
 
-def full_patterns(classes: Classes, types: HostTypes, limit: int) -> list[tuple[int, np.ndarray]]:
+def full_patterns(classes: Classes, types: HostTypes, limit: int, clock: SearchClock | None = None) -> list[tuple[int, np.ndarray]]:
     """Up to ``limit`` patterns (type, counts) that fill their host type in its binding dimension, cheapest types first.
 
     The binding dimension of a type is the one whose room the classes' total demand fills
@@ -776,7 +835,10 @@ def full_patterns(classes: Classes, types: HostTypes, limit: int) -> list[tuple[
     leave room for at least one more, and completed by the tasks that fill it (found by
     binary search), so on instances of few tasks per host the search visits little more
     than the patterns it lists; at most :data:`FULL_PATTERN_VISITS` extensions per type and
-    :data:`FULL_PATTERN_TASKS` tasks per pattern.
+    :data:`FULL_PATTERN_TASKS` tasks per pattern. It stops early, with the patterns listed so
+    far, when ``clock`` runs out (a deterministic clock is charged :data:`FULL_PATTERN_VISIT_WORK`
+    per extension): where full patterns are rare (several dimensions, many classes) the search
+    can visit its whole allowance and find few.
     """
     out: list[tuple[int, np.ndarray]] = []
     total = (classes.count[:, None] * classes.k).sum(axis=0)
@@ -788,45 +850,66 @@ def full_patterns(classes: Classes, types: HostTypes, limit: int) -> list[tuple[
         d = int(np.argmax(total / np.maximum(room, 1)))
         cand = np.flatnonzero(fits & (classes.k[:, d] > 0))
         cand = cand[np.argsort(-classes.k[cand, d], kind="stable")]
+        # Plain Python lists in the search: per extension, NumPy's call overhead was most of the time.
         size = classes.k[cand, d]
-        ub = np.minimum(classes.count[cand], room[d] // size)
-        ascending = size[::-1]
-        counts = np.zeros(len(classes.count), dtype=np.int64)
+        most = np.minimum(classes.count[cand], room[d] // size).tolist()
+        ascending = size[::-1].tolist()
+        demand = classes.k[cand].tolist()
+        n, smallest = len(ascending), ascending[0]
+        taken = [0] * n
         seen: set[bytes] = set()
         visits = 0
 
-        def extend(first: int, left: np.ndarray, items: int) -> None:
+        def fits_in(j: int, left: list[int]) -> bool:
+            return taken[j] < most[j] and all(k <= room_left for k, room_left in zip(demand[j], left))
+
+        def emit() -> None:
+            counts = np.zeros(len(classes.count), dtype=np.int64)
+            counts[cand] = taken
+            key = counts.tobytes()
+            if key not in seen:
+                seen.add(key)
+                out.append((t, counts))
+
+        def extend(first: int, left: list[int], items: int) -> bool:
+            """List the full patterns that extend ``taken``; False once the listing must stop."""
             nonlocal visits
             if len(out) >= limit:
-                return
+                return False
             # Tasks that complete the pattern: size in (left_d − slack − 1, left_d], from ``first`` on.
             slack = 0 if classes.exact else items
-            lo = len(size) - int(np.searchsorted(ascending, left[d], side="right"))
-            hi = len(size) - int(np.searchsorted(ascending, left[d] - slack - 1, side="right"))
+            lo = n - bisect.bisect_right(ascending, left[d])
+            hi = n - bisect.bisect_right(ascending, left[d] - slack - 1)
             for j in range(max(first, lo), hi):
-                c = cand[j]
-                if counts[c] < ub[j] and (classes.k[c] <= left).all():
-                    counts[c] += 1
-                    key = counts.tobytes()
-                    if key not in seen:
-                        seen.add(key)
-                        out.append((t, counts.copy()))
-                    counts[c] -= 1
+                if fits_in(j, left):
+                    taken[j] += 1
+                    emit()
+                    taken[j] -= 1
+                    if len(out) >= limit:
+                        return False
             if items + 1 >= FULL_PATTERN_TASKS:
-                return
+                return True
             # Tasks that leave room for at least one more: size ≤ left_d − the smallest size.
-            roomy = len(size) - int(np.searchsorted(ascending, left[d] - size[-1], side="right"))
-            for j in range(max(first, roomy), len(size)):
+            roomy = n - bisect.bisect_right(ascending, left[d] - smallest)
+            for j in range(max(first, roomy), n):
                 visits += 1
-                if len(out) >= limit or visits > FULL_PATTERN_VISITS:
-                    return
-                c = cand[j]
-                if counts[c] < ub[j] and (classes.k[c] <= left).all():
-                    counts[c] += 1
-                    extend(j, left - classes.k[c], items + 1)
-                    counts[c] -= 1
+                if visits > FULL_PATTERN_VISITS:
+                    return False
+                if clock is not None and visits % 256 == 0:
+                    clock.spend(256 * FULL_PATTERN_VISIT_WORK)
+                    if clock.expired():
+                        return False
+                if fits_in(j, left):
+                    taken[j] += 1
+                    going = extend(j, [x - k for x, k in zip(left, demand[j])], items + 1)
+                    taken[j] -= 1
+                    if not going:
+                        return False
+            return True
 
-        extend(0, room.copy(), 0)
+        extend(0, room.tolist(), 0)
+        if len(out) >= limit or (clock is not None and clock.expired()):
+            break
     return out
 
 

@@ -62,7 +62,8 @@ from packer.solvers.engine import EngineConfig, Progress, solve_engine
 from packer.solvers.exact import unplaceable_tasks
 from packer.solvers.leximin import solve_leximin_engine, solve_leximin_exact
 from packer.solvers.milp import solve_milp
-from packer.solvers.patterns import PatternResult, column_generation, pattern_packing, supported
+from packer.solvers.patterns import (PatternResult, column_generation, pattern_packing, perfect_packing, perfect_packing_classes,
+                                     supported)
 from packer.solvers.pools import solve_pools, why_not_split
 from packer.solvers.result import SolveResult
 
@@ -86,6 +87,9 @@ PATTERN_TIME_SHARE = 0.25
 #: Column generation stops early while its master LP is above this many times the MILP bound over architectures
 #: (measured: Falkenauer's triplets stay ~12% above it, and the time is the neighbourhood search's).
 PATTERN_GIVE_UP = 1.1
+#: Share of a full repack's time limit for a packing of every task into full hosts before column generation
+#: (:func:`packer.solvers.patterns.perfect_packing`; only where one could exist).
+PERFECT_FIRST_SHARE = 0.2
 #: The solvers of each strategy, as messages name them.
 STRATEGY_SOLVERS = {"engine": "the engine solver", "exact": "the exact solvers (cpsat, cbc, highs)",
                     "fair": "the fair goal's solvers", "baselines": "the baseline policies"}
@@ -172,22 +176,45 @@ def engine_bound(problem: PlacementProblem) -> tuple[float, dict, np.ndarray | N
 
 
 def _pattern_bound_and_start(problem: PlacementProblem, time_limit: float, detail: dict, progress: Callable[[Progress], None] | None,
-                             deterministic: bool = False, elapsed_s: float = 0.0) -> tuple[float, np.ndarray | None]:
+                             clock: SearchClock) -> tuple[float, np.ndarray | None]:
     """Column generation on a full repack (:mod:`packer.solvers.patterns`): the better lower bound, recorded in ``detail``, and a valid start.
 
-    It gets :data:`PATTERN_TIME_SHARE` of ``time_limit`` for the bound and as much again, plus
-    what the bound left unused, for the integer packing; the engine gets the rest.
-    ``elapsed_s``: seconds the solve has run, for the progress line.
+    First, where one could exist, a packing of every task into full hosts
+    (:func:`~packer.solvers.patterns.perfect_packing`, :data:`PERFECT_FIRST_SHARE` of
+    ``time_limit``): if it meets the lower bound it is optimal, and column generation is
+    not run. Column generation gets :data:`PATTERN_TIME_SHARE` of ``time_limit`` for the bound
+    and as much again, plus what the bound left unused, for the integer packing; the engine
+    gets the rest. ``clock``: the solve's; a deterministic one is charged each share that was
+    used, whole.
     """
-    if progress is not None:
-        today, lower = evaluate(problem, problem.current), detail["primary_lower_bound"]
-        progress(Progress("column generation", today.objective, lower if math.isfinite(lower) else None, 0, today.hosts, elapsed_s))
+    deterministic = clock.deterministic
+    lower = detail["primary_lower_bound"]
+    today = evaluate(problem, problem.current)
+
+    def report(phase: str) -> None:
+        if progress is not None:
+            progress(Progress(phase, today.objective, lower if math.isfinite(lower) else None, 0, today.hosts, clock.wall()))
+
+    perfect = None
+    instance = perfect_packing_classes(problem)
+    if instance is not None:
+        report("packing every task into full hosts")
+        perfect = perfect_packing(problem, *instance, PERFECT_FIRST_SHARE * time_limit, deterministic)
+        clock.spend(PERFECT_FIRST_SHARE * time_limit)
+    if perfect is not None and violations(problem, perfect):
+        perfect = None
+    if perfect is not None:
+        detail["perfect_packing"] = float(problem.primary_cost[np.unique(perfect)].sum())
+        if detail["perfect_packing"] <= lower + 1e-6:
+            return lower, perfect
+    report("column generation")
+    clock.spend(2.0 * PATTERN_TIME_SHARE * time_limit)
     lower, found = pattern_lower_bound(problem, time_limit, detail["primary_lower_bound"], deterministic)
     detail.update(found.detail)
     if lower > detail["primary_lower_bound"]:
         detail.update(primary_lower_bound=lower, kind="lower bound on primary cost (full repack, column generation over host patterns)")
     if interrupt.stop_requested():
-        return detail["primary_lower_bound"], None
+        return detail["primary_lower_bound"], perfect
     share = PATTERN_TIME_SHARE * time_limit
     # What column generation left of its share goes to the packing too (not when deterministic: a wall time is not reproducible).
     packing_time = share if deterministic else max(share, 2.0 * share - found.wall_s)
@@ -198,6 +225,8 @@ def _pattern_bound_and_start(problem: PlacementProblem, time_limit: float, detai
         packed = None
     if packed is not None:
         detail["pattern_packing"] = float(problem.primary_cost[np.unique(packed)].sum())
+    if perfect is not None and (packed is None or detail["perfect_packing"] < detail["pattern_packing"]):
+        packed = perfect
     return detail["primary_lower_bound"], packed
 
 
@@ -351,9 +380,7 @@ def _run_engine(problem: PlacementProblem, time_limit: float, seed: int, progres
             hosts_per_arch = np.array([detail["hosts_per_arch"][a] for a in problem.arch_names.tolist()], dtype=float)
         starts = []
         if "primary_lower_bound" in detail and supported(problem):
-            bound, packed = _pattern_bound_and_start(problem, time_limit, detail, progress, deterministic, clock.wall())
-            if deterministic:  # what column generation and its packing may use, counted as used
-                clock.spend(2.0 * PATTERN_TIME_SHARE * time_limit)
+            bound, packed = _pattern_bound_and_start(problem, time_limit, detail, progress, clock)
             if packed is not None:
                 starts.append(packed)
     target = detail["primary_lower_bound"] if "primary_lower_bound" in detail else detail["primary_before"] - detail["freeable_bound"]
