@@ -311,6 +311,17 @@ def test_a_budget_covering_every_movable_task_is_a_full_repack(seed, sens, extra
     assert np.array_equal(*plans)
 
 
+@pytest.mark.parametrize("seed", [1, 2, 4, 8])
+def test_a_full_repack_ends_no_higher_than_a_binding_budget(seed):
+    # The instances of the first ten of bench_solve.py full-vs-budget where the full repack ended above the 25-move plan.
+    # The budget capped relief at shares of 25 moves and the full repack at shares of 40 (seed 1: 6 relief moves won,
+    # and no share of 40 is 6), and it never emptied today's placement best gain per move first, as a budget does.
+    full = random_problem(seed, 40, 10, sens=True, max_moves=None)
+    budgeted = random_problem(seed, 40, 10, sens=True, max_moves=25)
+    objectives = [run_solver(p, "engine", time_limit=1.0, seed=0, deterministic=True).objective for p in (full, budgeted)]
+    assert objectives[0] <= objectives[1] + 1e-9
+
+
 def test_a_start_is_refused_where_it_is_not_used():
     problem = random_problem(1, 12, 4, max_moves=None)
     with pytest.raises(InputError, match="--start"):
