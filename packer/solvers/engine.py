@@ -480,8 +480,9 @@ def solve_engine(
     :func:`packer.solvers.bounds.repack_cost_bound`) adds two starts built by
     :func:`construct_repack`; the best after the emptying passes is refined by
     large-neighbourhood search. The starts are taken best first (``start`` among them), so
-    that the time goes to the most promising one; a start the time did not reach is still
-    compared as it is. With sensitivity, each start gets the mixtures of relief and emptying
+    that the time goes to the most promising one, and ``start`` is taken second once more,
+    emptied best gain per move first as a binding budget empties it; a start the time did
+    not reach is still compared as it is. With sensitivity, each start gets the mixtures of relief and emptying
     (:func:`_mix_relief_and_emptying`); a budget that covers every movable task is searched
     as a full repack.
     """

@@ -712,17 +712,14 @@ def full_packing(problem: PlacementProblem, found: PatternResult, seconds: float
     """
     classes, types = found.classes, found.types
     clock = SearchClock(seconds, deterministic)
-    listing = clock.part(FULL_PATTERN_SHARE * seconds)
-    patterns = full_patterns(classes, types, FULL_PATTERNS, listing)
-    clock.spend(listing.work)
-    if not patterns:
+    listed = _listed_full_patterns(classes, types, clock)
+    if listed is None:
         return None
+    col_type, counts = listed
     fits = classes.allowed[:, types.arch] & (classes.k[:, None, :] <= types.room[None, :, :]).all(axis=2)
     share = (classes.k[:, None, :] / np.maximum(types.room[None, :, :], 1)).max(axis=2)
     penalty = FULL_PACKING_PENALTY * np.where(fits, share * types.cost[None, :], np.inf).min(axis=1)
     penalty[~np.isfinite(penalty)] = FULL_PACKING_PENALTY * types.cost.max()  # fits only beside pinned tasks: always left out
-    col_type = np.array([t for t, _ in patterns])
-    counts = np.stack([c for _, c in patterns])
     P, C = counts.shape
     kinds = np.unique(col_type)
     # Columns: λ_p (P), then s_c (C). Rows: one per class (= n_c), then one per host type used (≤ its hosts).
@@ -795,13 +792,20 @@ def perfect_packing(problem: PlacementProblem, classes: Classes, types: HostType
     bound and its master LP takes all of its time.
     """
     clock = SearchClock(seconds, deterministic)
-    listing = clock.part(FULL_PATTERN_SHARE * seconds)
+    listed = _listed_full_patterns(classes, types, clock)
+    if listed is None:
+        return None
+    return _exact_cover(problem, classes, types, *listed, clock.remaining(), seconds, deterministic)
+
+
+def _listed_full_patterns(classes: Classes, types: HostTypes, clock: SearchClock) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`full_patterns` within :data:`FULL_PATTERN_SHARE` of ``clock``'s limit (charged to it) as (types (P,), counts (P, C)); None without any."""
+    listing = clock.part(FULL_PATTERN_SHARE * clock.limit)
     patterns = full_patterns(classes, types, FULL_PATTERNS, listing)
     clock.spend(listing.work)
     if not patterns:
         return None
-    col_type, counts = np.array([t for t, _ in patterns]), np.stack([c for _, c in patterns])
-    return _exact_cover(problem, classes, types, col_type, counts, clock.remaining(), seconds, deterministic)
+    return np.array([t for t, _ in patterns]), np.stack([c for _, c in patterns])
 
 
 #: Most full patterns :func:`full_patterns` lists (over all host types), and partial patterns it extends per type

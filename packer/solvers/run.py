@@ -189,10 +189,10 @@ def _pattern_bound_and_start(problem: PlacementProblem, time_limit: float, detai
     """
     deterministic = clock.deterministic
     lower = detail["primary_lower_bound"]
-    today = evaluate(problem, problem.current)
 
     def report(phase: str) -> None:
         if progress is not None:
+            today = evaluate(problem, problem.current)
             progress(Progress(phase, today.objective, lower if math.isfinite(lower) else None, 0, today.hosts, clock.wall()))
 
     perfect = None
