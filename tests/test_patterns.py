@@ -70,6 +70,16 @@ def test_every_pattern_packing_is_valid(seed, n_tasks, n_hosts, grid):
         assert violations(problem, packed) == []
 
 
+def test_no_packing_is_sought_when_column_generation_had_no_time_for_a_bound():
+    # At 37,000 tasks and a 15-s limit, setting up the master took all of column generation's share: its bound
+    # stayed -inf, and the packing after it raised OverflowError (math.ceil of -inf) out of `packer solve`.
+    sizes = np.random.default_rng(3).uniform(0.1, 0.7, 40)
+    problem = small_problem(sizes, [1.0] * 40, [1.0] * 40, np.arange(40), weights=PRIMARY_ONLY)  # whole costs: the bound is rounded
+    found = column_generation(problem, time_limit=0.0)
+    assert found.iterations == 0 and found.bound == -np.inf
+    assert pattern_packing(problem, found, time_limit=2) is None
+
+
 def test_classes_round_down_and_coarsen_to_the_limit():
     problem, _ = known_optimum_problem(5, 200)
     fine, coarse = task_classes(problem, max_classes=10_000), task_classes(problem, max_classes=150)

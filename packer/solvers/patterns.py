@@ -524,7 +524,10 @@ def column_generation(problem: PlacementProblem, time_limit: float = 30.0, max_c
             add_column(int(types_c[np.argmin(types.cost[types_c])]), single)
     # And the hosts of a first-fit-decreasing packing into each type: a master LP that starts near a good packing needs
     # far fewer iterations than one that starts from the placement of today (on Falkenauer's triplets: 500 → 170 hosts).
+    # Not past the clock: at 37,000 tasks these packings alone took 3.2 s, the whole share of a 15-s solve.
     for t in range(Ty):
+        if clock.expired():
+            break
         for counts in _first_fit_patterns(classes, types, t, int(classes.count.sum())):
             add_column(t, counts)
 
@@ -610,15 +613,17 @@ def pattern_packing(problem: PlacementProblem, found: PatternResult, time_limit:
     :data:`DETERMINISTIC_MASTER_NODES` nodes, rather than at their time (then only a cap of
     :data:`~packer.solvers.clock.WALL_CAP` times it).
 
-    None when the problem has rules the packing does not honour (:data:`PACKING_RULES`)
-    or no integer master finds a solution in ``time_limit`` seconds. The placement may
+    None when the problem has rules the packing does not honour (:data:`PACKING_RULES`),
+    column generation ran out of time before its first iteration, or no integer master
+    finds a solution in ``time_limit`` seconds. The placement may
     still break a rule the caller checks; the engine only keeps a valid start.
     """
     master = found.master
-    if any(rule.name not in PACKING_RULES for rule in problem.rules) or not master.columns:
-        return None
+    if any(rule.name not in PACKING_RULES for rule in problem.rules) or not master.columns or found.iterations == 0:
+        return None  # no iteration: no prices, and the columns are today's hosts and a first fit (37,000 tasks: 6 s for nothing)
     clock = SearchClock(time_limit, deterministic)
-    target = math.ceil(found.bound - 1e-6) if np.array_equal(found.types.cost, np.round(found.types.cost)) else found.bound
+    integral = np.isfinite(found.bound) and np.array_equal(found.types.cost, np.round(found.types.cost))
+    target = math.ceil(found.bound - 1e-6) if integral else found.bound  # -inf when column generation ran out before its first bound
     methods = [full_packing]
     if not found.gave_up:
         # Columns of a converged run price the LP optimum: their integer master comes first; otherwise the full patterns.
