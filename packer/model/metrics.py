@@ -50,7 +50,7 @@ def fits_within(loads: np.ndarray, demand: np.ndarray, limits: np.ndarray) -> np
     """Bool (n,): rows where ``loads + demand <= limits`` in every dimension (``loads``, ``limits`` (n, D), ``demand`` (D,)).
 
     Column by column: NumPy reduces a short last axis slowly (for 4 dimensions over 18,000 hosts, 6× faster than
-    ``.all(axis=1)``); the engine's best fit asks this once per task and candidate set.
+    ``.all(axis=1)``); the pattern packing's best fit asks this once per task over every host.
     """
     ok = np.ones(len(loads), dtype=bool)
     for d in range(loads.shape[1]):
