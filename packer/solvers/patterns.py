@@ -661,10 +661,9 @@ def _master_packing(problem: PlacementProblem, found: PatternResult, seconds: fl
     else:
         objective = cp_model.LinearExpr.weighted_sum(hosts, cost.tolist())
     model.minimize(objective)
-    solver = _solve_program(model, seconds, deterministic)
-    if solver is None:
+    used = _solve_program(model, hosts, seconds, deterministic)
+    if used is None:
         return None
-    used = np.array([solver.value(v) for v in hosts], dtype=np.int64)
     return _fill(problem, classes, types, col_type, counts, used, SearchClock(seconds, deterministic))
 
 
@@ -691,12 +690,14 @@ def _pattern_program(classes: Classes, types: HostTypes, col_type: np.ndarray, c
     return model, hosts, [cp_model.LinearExpr.weighted_sum([v for v, _ in terms], [n for _, n in terms]) for terms in covering]
 
 
-def _solve_program(model: cp_model.CpModel, seconds: float, deterministic: bool) -> cp_model.CpSolver | None:
+def _solve_program(model: cp_model.CpModel, hosts: list, seconds: float, deterministic: bool) -> np.ndarray | None:
     """Solve ``model`` with packer's CP-SAT parameters (:func:`packer.solvers.cpsat.cpsat_solver`) for ``seconds``, stoppable
-    (:mod:`packer.interrupt`); the solver if it found a solution, else None."""
+    (:mod:`packer.interrupt`); the values of the pattern integers ``hosts`` if it found a solution, else None."""
     solver = cpsat_solver(0, max(0.1, seconds), deterministic=deterministic)
     status = interrupt.run_stoppable(lambda: solver.solve(model), solver.stop_search)
-    return solver if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None
+    return np.array([solver.value(v) for v in hosts], dtype=np.int64)
 
 
 def full_packing(problem: PlacementProblem, found: PatternResult, seconds: float, deterministic: bool = False) -> np.ndarray | None:
@@ -758,10 +759,9 @@ def _exact_cover(problem: PlacementProblem, classes: Classes, types: HostTypes, 
     for c, covered in enumerate(covering):
         model.add(covered == int(classes.count[c]))
     model.minimize(cp_model.LinearExpr.weighted_sum(hosts, types.cost[col_type].tolist()))
-    solver = _solve_program(model, seconds, deterministic)
-    if solver is None:
+    used = _solve_program(model, hosts, seconds, deterministic)
+    if used is None:
         return None
-    used = np.array([solver.value(v) for v in hosts], dtype=np.int64)
     return _fill(problem, classes, types, col_type, counts, used, SearchClock(fill_seconds, deterministic))
 
 
@@ -774,6 +774,10 @@ def perfect_packing_classes(problem: PlacementProblem) -> tuple[Classes, HostTyp
     there that is a whole number of hosts.
     """
     if not supported(problem) or any(rule.name not in PACKING_RULES for rule in problem.rules):
+        return None
+    # Demands without a unit (profiled p99s, most real traces) leave at once: classing the tasks costs as much as
+    # column generation's own classing, which would follow.
+    if exact_units(problem.demand[problem.movable], np.maximum(problem.capacity.max(axis=0), 1e-300)) is None:
         return None
     classes = task_classes(problem)
     types = host_types(problem, classes)
