@@ -97,7 +97,8 @@ def best_host(state: PlacementState, t: int, allowed: np.ndarray) -> tuple[int, 
         return -1, np.inf
     delta = state.objective_delta(t, hosts)
     tie = state.tie_break_delta(t, hosts)
-    slack = ((state.cap[hosts] - state.loads[hosts] - p.demand[t]) * state.inv_cap[hosts]).sum(axis=1)
+    # take() gathers rows about twice as fast as fancy indexing; this runs once per task placed, over thousands of hosts.
+    slack = ((state.cap.take(hosts, axis=0) - state.loads.take(hosts, axis=0) - p.demand[t]) * state.inv_cap.take(hosts, axis=0)).sum(axis=1)
     preference = state.preference(t, hosts)
     keys = (tie, slack, np.round(delta - tie, 12)) + (() if preference is None else (preference,))
     k = int(np.lexsort(keys)[0])
@@ -208,7 +209,7 @@ def _candidate_order(state: PlacementState, rng: np.random.Generator, full_repac
 
 
 def construct_repack(problem: PlacementProblem, hosts_per_arch: np.ndarray, task_arch: np.ndarray | None = None,
-                     keep_in_place: bool = True) -> np.ndarray | None:
+                     keep_in_place: bool = True, clock: SearchClock | None = None) -> np.ndarray | None:
     """A full-repack placement that follows a cost bound's LP solution (LP rounding).
 
     ``hosts_per_arch`` (A,) is how many hosts of each architecture to open first and
@@ -222,7 +223,9 @@ def construct_repack(problem: PlacementProblem, hosts_per_arch: np.ndarray, task
     the lowest objective weight per capacity. ``keep_in_place=False`` re-places every
     movable task (better packing, more moves). Every task goes only where the rules
     admit it; returns ``None`` if some task fits nowhere or the result breaks a rule
-    on the whole placement (:meth:`~packer.model.state.PlacementState.holds`).
+    on the whole placement (:meth:`~packer.model.state.PlacementState.holds`). Given a
+    ``clock``, each task placed is charged :data:`STEP_WORK`, and the construction gives up
+    (``None``) once the clock runs out.
     """
     p = problem
     load = host_loads(p, p.current)
@@ -246,7 +249,11 @@ def construct_repack(problem: PlacementProblem, hosts_per_arch: np.ndarray, task
         state = PlacementState(p, start)
     todo = np.flatnonzero(state.assign < 0)
     price = capacity_price(p)
-    for t in largest_first(todo, relative_demand(p)[todo].max(axis=1)).tolist():
+    for k, t in enumerate(largest_first(todo, relative_demand(p)[todo].max(axis=1)).tolist()):
+        if clock is not None and k % CLOCK_EVERY == 0:
+            clock.spend(STEP_WORK * min(CLOCK_EVERY, len(todo) - k))
+            if clock.expired():
+                return None
         own = p.host_arch == preferred[t]
         to = -1
         if preferred[t] >= 0:
@@ -348,6 +355,8 @@ def _empty_best_first(state: PlacementState, budget: float, open_mask: np.ndarra
 RELIEF_PATIENCE = 500
 #: Work (nominal seconds, :mod:`packer.solvers.clock`) a deterministic run charges per host or task a greedy pass tries.
 STEP_WORK = 2e-4
+#: Tasks a construction places between two looks at the clock.
+CLOCK_EVERY = 256
 
 
 def _relieve_interference(state: PlacementState, budget: float, config: EngineConfig, clock: SearchClock, report) -> bool:
@@ -515,7 +524,7 @@ def solve_engine(
             if unbound:
                 # Best first (a stable sort: ``first`` leads on ties).
                 origin = first
-                first, *rest = sorted([first, *_further_starts(problem, starts, hosts_per_arch, task_arch)],
+                first, *rest = sorted([first, *_further_starts(problem, starts, hosts_per_arch, task_arch, clock)],
                                       key=lambda assign: _objective(problem, assign))
                 state = PlacementState(problem, first)
                 # Second, ``start`` emptied best gain per move first, as a binding budget empties it: the path every
@@ -568,11 +577,20 @@ def solve_engine(
 
 
 def _further_starts(problem: PlacementProblem, starts: Sequence[np.ndarray], hosts_per_arch: np.ndarray | None,
-                    task_arch: np.ndarray | None) -> list[np.ndarray]:
-    """``starts`` and, given ``hosts_per_arch``, :func:`construct_repack`'s two constructions (those it could build)."""
+                    task_arch: np.ndarray | None, clock: SearchClock) -> list[np.ndarray]:
+    """``starts`` and, given ``hosts_per_arch``, :func:`construct_repack`'s constructions (those it could build).
+
+    The one that keeps tasks in place is always built: it is the cheaper (fewer tasks to
+    place) and, without other starts, the plan. The one that re-places every task is built
+    on what is left of ``clock`` and given up when it runs out: at 37,000 tasks and 18,000
+    hosts each takes 7-12 s, and a solve with a 15-s limit took 42 s with both.
+    """
     built = list(starts)
     if hosts_per_arch is not None:
-        built += [construct_repack(problem, hosts_per_arch, task_arch, keep_in_place=in_place) for in_place in (True, False)]
+        built.append(construct_repack(problem, hosts_per_arch, task_arch, keep_in_place=True))
+        clock.spend(STEP_WORK * int(problem.movable.sum()))
+        if not clock.expired():
+            built.append(construct_repack(problem, hosts_per_arch, task_arch, keep_in_place=False, clock=clock))
     return [b for b in built if b is not None]
 
 
