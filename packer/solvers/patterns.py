@@ -112,6 +112,15 @@ class HostTypes:
     pinned_room: np.ndarray  # (A, D) grid units left on hosts holding pinned tasks
     constant: float  # primary cost of hosts holding pinned tasks
 
+    @property
+    def whole_costs(self) -> bool:
+        """Whether every type's primary cost is a whole number: then so is a packing's, and a bound on it rounds up."""
+        return bool(np.array_equal(self.cost, np.round(self.cost)))
+
+    def fits(self, classes: Classes) -> np.ndarray:
+        """(C, Ty) whether a task of each class may go on an empty host of each type (eligible, within its room)."""
+        return classes.allowed[:, self.arch] & (classes.k[:, None, :] <= self.room[None, :, :]).all(axis=2)
+
 
 @dataclass
 class PatternResult:
@@ -308,8 +317,7 @@ def _first_fit_patterns(classes: Classes, types: HostTypes, t: int, most: int) -
     fill the hosts in order, as many per host as fit, which is first fit over its tasks.
     """
     room = types.room[t]
-    fits = classes.allowed[:, types.arch[t]] & (classes.k <= room).all(axis=1)
-    order = np.flatnonzero(fits)
+    order = np.flatnonzero(types.fits(classes)[:, t])
     order = order[np.argsort(-(classes.k[order] / np.maximum(room, 1)).max(axis=1), kind="stable")]
     hosts = min(len(types.hosts[t]), most)
     left = np.tile(room, (hosts, 1))
@@ -490,7 +498,7 @@ def column_generation(problem: PlacementProblem, time_limit: float = 30.0, max_c
     classes = task_classes(problem, max_classes)
     types = host_types(problem, classes)
     C, Ty = len(classes.count), len(types.cost)
-    fits = classes.allowed[:, types.arch] & (classes.k[:, None, :] <= types.room[None, :, :]).all(axis=2)
+    fits = types.fits(classes)
 
     master = Master(classes, types)
     model, cover, limit, add_column = master.model, master.cover, master.limit, master.add_column
@@ -532,7 +540,7 @@ def column_generation(problem: PlacementProblem, time_limit: float = 30.0, max_c
             add_column(t, counts)
 
     best_bound, lp_value, converged, iterations = -np.inf, np.inf, False, 0
-    integral = bool(np.array_equal(types.cost, np.round(types.cost)))
+    integral = types.whole_costs
     gave_up = False
     last: list[np.ndarray | None] = [None] * Ty
     candidates = [np.flatnonzero(fits[:, t]) for t in range(Ty)]
@@ -622,7 +630,7 @@ def pattern_packing(problem: PlacementProblem, found: PatternResult, time_limit:
     if any(rule.name not in PACKING_RULES for rule in problem.rules) or not master.columns or found.iterations == 0:
         return None  # no iteration: no prices, and the columns are today's hosts and a first fit (37,000 tasks: 6 s for nothing)
     clock = SearchClock(time_limit, deterministic)
-    integral = np.isfinite(found.bound) and np.array_equal(found.types.cost, np.round(found.types.cost))
+    integral = np.isfinite(found.bound) and found.types.whole_costs
     target = math.ceil(found.bound - 1e-6) if integral else found.bound  # -inf when column generation ran out before its first bound
     methods = [full_packing]
     if not found.gave_up:
@@ -654,7 +662,7 @@ def _master_packing(problem: PlacementProblem, found: PatternResult, seconds: fl
     for c, covered in enumerate(covering):
         model.add(covered >= int(classes.count[c]))
     cost = types.cost[col_type]
-    if np.array_equal(cost, np.round(cost)):
+    if types.whole_costs:
         objective = cp_model.LinearExpr.weighted_sum(hosts, cost.astype(np.int64).tolist())
         if math.isfinite(found.bound):
             model.add(objective >= math.ceil(found.bound - types.constant - 1e-6))
@@ -722,7 +730,7 @@ def full_packing(problem: PlacementProblem, found: PatternResult, seconds: float
     if listed is None:
         return None
     col_type, counts = listed
-    fits = classes.allowed[:, types.arch] & (classes.k[:, None, :] <= types.room[None, :, :]).all(axis=2)
+    fits = types.fits(classes)
     share = (classes.k[:, None, :] / np.maximum(types.room[None, :, :], 1)).max(axis=2)
     penalty = FULL_PACKING_PENALTY * np.where(fits, share * types.cost[None, :], np.inf).min(axis=1)
     penalty[~np.isfinite(penalty)] = FULL_PACKING_PENALTY * types.cost.max()  # fits only beside pinned tasks: always left out
@@ -855,9 +863,11 @@ def full_patterns(classes: Classes, types: HostTypes, limit: int, clock: SearchC
     """
     out: list[tuple[int, np.ndarray]] = []
     total = (classes.count[:, None] * classes.k).sum(axis=0)
+    # A class of no demand fills nothing: left to the best fit.
+    fitting = types.fits(classes) & classes.k.any(axis=1)[:, None]
     for t in np.argsort(types.cost, kind="stable").tolist():
         room = types.room[t]
-        fits = classes.allowed[:, types.arch[t]] & (classes.k <= room).all(axis=1) & (classes.k.any(axis=1))
+        fits = fitting[:, t]
         if not fits.any():
             continue
         d = int(np.argmax(total / np.maximum(room, 1)))
