@@ -10,9 +10,10 @@ from hypothesis import strategies as st
 
 from packer.model.build import GoalWeights
 from packer.model.metrics import evaluate, violations
-from packer.solvers import solve_milp
+from packer.solvers import patterns, solve_milp
 from packer.solvers.clock import SearchClock
-from packer.solvers.patterns import (FILL_WORK_PER_HOST, FULL_PATTERN_VISIT_WORK, Classes, _fill, _price, _price_by_table, column_generation,
+from packer.solvers.patterns import (FILL_WORK_PER_HOST, FULL_PATTERN_VISIT_WORK, GRIDS, Classes, _fill, _price, _price_by_table, _unique_rows,
+                                     column_generation,
                                      exact_units, full_packing, full_patterns, host_types, pattern_packing, perfect_packing_classes,
                                      supported, task_classes)
 from packer.solvers.run import run_solver
@@ -87,6 +88,36 @@ def test_classes_round_down_and_coarsen_to_the_limit():
     for classes in (fine, coarse):
         assert classes.count.sum() == problem.movable.sum()
         assert (classes.k[classes.of_task] * classes.unit <= problem.demand + 1e-9).all()
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), max_classes=st.integers(1, 400))
+def test_classes_are_on_the_finest_grid_within_the_limit(seed, max_classes):
+    problem, _ = known_optimum_problem(seed % 50, 150)
+    classes = task_classes(problem, max_classes)
+    top = problem.capacity.max(axis=0)
+    counts = [len(np.unique(np.floor(problem.demand / (top / grid)), axis=0)) for grid in GRIDS]  # one architecture: no signature
+    within = [grid for grid, n in zip(GRIDS, counts) if n <= max_classes]
+    assert classes.grid == (within[0] if within else GRIDS[-1])
+    assert len(classes.count) == counts[GRIDS.index(classes.grid)]
+
+
+@given(rows=st.lists(st.lists(st.integers(0, 40), min_size=3, max_size=3), min_size=1, max_size=60), wide=st.booleans())
+def test_unique_rows_are_numpys(rows, wide):
+    rows = np.array(rows, dtype=np.int64) * (1 << 40 if wide else 1)  # wide: past 63 bits, NumPy's own unique
+    for got, expected in zip(_unique_rows(rows), np.unique(rows, axis=0, return_inverse=True, return_counts=True)):
+        assert np.array_equal(got, expected.reshape(got.shape))
+
+
+def test_no_packing_is_sought_from_columns_that_never_settled_on_a_coarse_grid(monkeypatch):
+    """At 37,000 tasks on a 1/32 grid (29% of the demand rounded away) such a packing cost 16,220 where the engine
+    found 13,158, and took the engine's time."""
+    problem, _ = known_optimum_problem(3, 400)
+    found = column_generation(problem, time_limit=0.25, max_classes=40, deterministic=True)
+    assert not found.converged and found.iterations > 0 and patterns.rounded_share(problem, found.classes) > patterns.UNSETTLED_ROUNDING
+    assert pattern_packing(problem, found, time_limit=2, deterministic=True) is None
+    monkeypatch.setattr(patterns, "UNSETTLED_ROUNDING", 1.0)
+    assert pattern_packing(problem, found, time_limit=2, deterministic=True) is not None
 
 
 def test_move_bounded_problems_are_not_modelled():
