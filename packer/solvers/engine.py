@@ -588,7 +588,7 @@ def _further_starts(problem: PlacementProblem, starts: Sequence[np.ndarray], hos
     built = list(starts)
     if hosts_per_arch is not None:
         built.append(construct_repack(problem, hosts_per_arch, task_arch, keep_in_place=True))
-        clock.spend(STEP_WORK * int(problem.movable.sum()))
+        clock.spend(STEP_WORK * int(problem.movable.sum()))  # a deterministic charge that does not depend on the construction
         if not clock.expired():
             built.append(construct_repack(problem, hosts_per_arch, task_arch, keep_in_place=False, clock=clock))
     return [b for b in built if b is not None]
