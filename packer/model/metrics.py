@@ -46,15 +46,22 @@ def host_loads(problem: PlacementProblem, assign: np.ndarray) -> np.ndarray:
     return loads
 
 
-def fits_within(loads: np.ndarray, demand: np.ndarray, limits: np.ndarray) -> np.ndarray:
-    """Bool (n,): rows where ``loads + demand <= limits`` in every dimension (``loads``, ``limits`` (n, D), ``demand`` (D,)).
+def fits_within(loads: np.ndarray, demand: np.ndarray, limits: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+    """Bool over ``rows`` (indices into ``loads``; default every row): where ``loads + demand <= limits`` in every
+    dimension (``loads``, ``limits`` (n, D), ``demand`` (D,)).
 
-    Column by column: NumPy reduces a short last axis slowly (for 4 dimensions over 18,000 hosts, 6× faster than
-    ``.all(axis=1)``); the pattern packing's best fit asks this once per task over every host.
+    Column by column, each over the rows the columns before let through: NumPy reduces a short last axis
+    slowly (for 4 dimensions over 18,000 hosts, 6× faster than ``.all(axis=1)``), and gathering whole rows
+    was most of a construction's time. The engine asks this once per task over thousands of hosts, the
+    pattern packing's best fit once per task over every host.
     """
-    ok = np.ones(len(loads), dtype=bool)
+    rows = np.arange(len(loads)) if rows is None else rows
+    kept = np.arange(len(rows))
     for d in range(loads.shape[1]):
-        ok &= loads[:, d] + demand[d] <= limits[:, d]
+        at = rows[kept]
+        kept = kept[loads[:, d][at] + demand[d] <= limits[:, d][at]]  # a column, then the rows: faster than [at, d]
+    ok = np.zeros(len(rows), dtype=bool)
+    ok[kept] = True
     return ok
 
 
