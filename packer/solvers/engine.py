@@ -443,7 +443,7 @@ def _mix_relief_and_emptying(problem: PlacementProblem, start: np.ndarray, budge
     for order, first_step, then in (("relief first", _relieve_interference, (_empty_hosts, _relieve_interference)),
                                     ("emptying first", _empty_hosts, (_relieve_interference,))):
         shares = sorted({share if order == "relief first" else 1.0 - share for share in RELIEF_SHARES} - {0.0}, reverse=True)
-        already = PlacementState(problem, start).moves  # a start may hold moves of its own: caps count the moves added
+        already = int(np.count_nonzero(start != problem.current))  # a start may hold moves of its own: caps count the moves added
         extent, capped = budget - already, set()
         for share in shares:
             cap = already + float(np.floor(share * extent + 1e-9))

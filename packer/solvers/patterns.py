@@ -167,13 +167,14 @@ def task_classes(problem: PlacementProblem, max_classes: int = 300) -> Classes:
     exact = exact_units(demand, top)
     units = ([] if exact is None else [exact]) + [top / grid for grid in GRIDS]
 
-    def classes_on(unit: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    def classes_on(unit: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(unit, distinct rows, each task's row, tasks per row)."""
         # Exact units: the nearest whole number (it is one, to within EXACT_UNIT_TOLERANCE); a grid: rounded down.
         k = (np.rint if unit is exact else np.floor)(demand / unit).astype(np.int64)
-        return unit, _unique_rows(np.hstack([signature, k]))
+        return (unit, *_unique_rows(np.hstack([signature, k])))
 
     found = classes_on(units[0])
-    if len(found[1][0]) > max_classes:
+    if len(found[1]) > max_classes:
         # Each grid halves the previous one, so a coarser grid never gives more classes: bisect for the finest that
         # gives at most max_classes (at 37,000 tasks, trying all ten took a second).
         found = classes_on(units[-1])
@@ -181,11 +182,11 @@ def task_classes(problem: PlacementProblem, max_classes: int = 300) -> Classes:
         while lo < hi:
             mid = (lo + hi) // 2
             trial = classes_on(units[mid])
-            if len(trial[1][0]) <= max_classes:
+            if len(trial[1]) <= max_classes:
                 found, hi = trial, mid
             else:
                 lo = mid + 1
-    unit, (rows, inverse, count) = found
+    unit, rows, inverse, count = found
     A = signature.shape[1]
     of_task = np.full(problem.n_tasks, -1, dtype=np.int64)
     of_task[movable] = inverse.ravel()
@@ -944,7 +945,8 @@ def full_patterns(classes: Classes, types: HostTypes, limit: int, clock: SearchC
                 out.append((t, counts))
 
         def extend(first: int, left: list[int], items: int) -> bool:
-            """List the full patterns that extend ``taken``; False once the listing must stop."""
+            """List the full patterns that extend ``taken``; False once this type's listing must stop (the
+            limit, the visit allowance or the clock)."""
             nonlocal visits
             if len(out) >= limit:
                 return False
