@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from packer.model.metrics import evaluate, violations
 from packer.solvers import patterns, solve_milp
 from packer.solvers.clock import SearchClock
 from packer.solvers.patterns import (FILL_WORK_PER_HOST, FULL_PATTERN_VISIT_WORK, GRIDS, Classes, _fill, _price, _price_by_table, _unique_rows,
-                                     column_generation,
+                                     column_generation, dive,
                                      exact_units, full_packing, full_patterns, host_types, pattern_packing, perfect_packing_classes,
                                      supported, task_classes)
 from packer.solvers.run import run_solver
@@ -286,19 +287,57 @@ def test_triplets_pack_into_full_hosts():
         assert primary(problem, result.assign) == 20.0 and result.stats["bound"]["primary_lower_bound"] == 20.0
 
 
-@pytest.mark.parametrize("converged, order", [(True, ["master", "full"]), (False, ["full", "master"])])
-def test_the_likelier_packing_runs_first_with_most_of_the_time(monkeypatch, converged, order):
+@pytest.mark.parametrize("converged, whole_costs, exact, order", [
+    (True, True, True, ["master", "dive", "full"]),  # the only case where reaching the rounded-up bound proves a packing optimal
+    (True, False, True, ["master", "full"]), (True, True, False, ["master", "full"]), (False, True, True, ["full", "master"])])
+def test_the_likelier_packing_runs_first_with_most_of_the_time(monkeypatch, converged, whole_costs, exact, order):
     from packer.solvers import patterns
 
     problem = small_problem([0.3, 0.45, 0.7] * 4, [1.0] * 12, [1.0] * 12, np.arange(12), weights=PRIMARY_ONLY)
     found = column_generation(problem, time_limit=2)
+    assert found.classes.exact
     found.converged = converged
+    found.types.cost = found.types.cost + (0.0 if whole_costs else 0.5)
+    found.classes.exact = exact
     calls = []
-    monkeypatch.setattr(patterns, "_master_packing", lambda p, f, seconds, d: calls.append(("master", seconds)))
-    monkeypatch.setattr(patterns, "full_packing", lambda p, f, seconds, d: calls.append(("full", seconds)))
+    for name, method in (("master", "_master_packing"), ("dive", "_dive_packing"), ("full", "full_packing")):
+        monkeypatch.setattr(patterns, method, lambda p, f, seconds, d, name=name: calls.append((name, seconds)))
     assert pattern_packing(problem, found, time_limit=4) is None
     assert [name for name, _ in calls] == order
-    assert calls[0][1] == pytest.approx(patterns.FIRST_METHOD_SHARE * 4, rel=0.05)
+    first = patterns.MASTER_BEFORE_DIVE_SHARE if len(order) == 3 else patterns.FIRST_METHOD_SHARE
+    assert calls[0][1] == pytest.approx(first * 4, rel=0.05)
+
+
+def _uniform(seed: int, n: int) -> np.ndarray:
+    """Falkenauer's u family with an own seed: whole sizes in [20, 100] for bins of 150."""
+    return np.random.default_rng(seed).integers(20, 101, n).astype(float)
+
+
+def test_a_dive_that_ends_on_whole_hosts_covers_every_task_at_the_bound():
+    for seed in (3, 7):  # of seeds 0-9 of 60 items, the dives that end on whole numbers (the others stop or are not tried)
+        problem = small_problem(_uniform(seed, 60), [150.0] * 60, [1.0] * 60, np.arange(60), weights=PRIMARY_ONLY)
+        found = column_generation(problem, time_limit=5)
+        used = dive(found, SearchClock(5, deterministic=True))
+        assert used is not None
+        counts = np.stack([c for _, c in found.master.columns])
+        cost = found.types.cost[[t for t, _ in found.master.columns]]
+        assert (used >= 0).all() and (used @ counts >= found.classes.count).all()
+        assert used @ cost == math.ceil(found.bound - 1e-6)
+        assert all(v.lower_bound == 0 for v in found.master.variables)  # the master is left as column generation left it
+
+
+def test_a_dive_finds_the_patterns_an_optimal_packing_needs():
+    # 300 items (seed 7, found by a search over seeds 0-149): the integer master over column generation's own columns
+    # is a bin above the rounded-up bound; after a dive it has the columns to meet it, which proves the packing optimal.
+    problem = small_problem(_uniform(7, 300), [150.0] * 300, [1.0] * 300, np.arange(300), weights=PRIMARY_ONLY)
+    found = column_generation(problem, time_limit=5)
+    target = math.ceil(found.bound - 1e-6)
+    assert found.converged and primary(problem, patterns._master_packing(problem, found, 2, deterministic=True)) == target + 1
+    before = len(found.master.columns)
+    dive(found, SearchClock(5, deterministic=True))
+    assert len(found.master.columns) > before
+    packed = patterns._master_packing(problem, found, 2, deterministic=True)
+    assert violations(problem, packed) == [] and primary(problem, packed) == target
 
 
 def test_a_large_triplet_instance_packs_into_full_hosts():

@@ -34,9 +34,12 @@ seen, so a run stopped at any time still reports a valid bound.
 Packings (:func:`pattern_packing`): the integer master over the columns found
 (CP-SAT), then real tasks into the chosen patterns' slots with exact capacity and
 eligibility checks; the few that do not fit (grid rounding) are placed by best fit.
-Where that stays above the bound, a second integer program over *full* patterns
-(:func:`full_patterns`, :func:`full_packing`) packs as many tasks as pays into hosts they
-fill (HiGHS), and the rest by best fit.
+Where costs are whole, classes exact and column generation converged, a master that stays
+above the rounded-up bound is followed by a *dive* (:func:`dive`): columns rounded up one at
+a time, the master priced again after each, which finds the patterns near the bound the
+integer master lacked; then the integer master over them all. Where that stays above the bound,
+a second integer program over *full* patterns (:func:`full_patterns`, :func:`full_packing`)
+packs as many tasks as pays into hosts they fill (HiGHS), and the rest by best fit.
 
 Supported: capacity, eligibility (a task may also stay on its current host), pins,
 any goal whose primary cost is per open host (``tco``, ``hosts``). Not modelled:
@@ -88,6 +91,14 @@ TABLE_PATTERNS = 20
 FIRST_METHOD_SHARE = 0.75
 #: Most share of the demand a grid may round away for :func:`pattern_packing` to pack from an unsettled column generation.
 UNSETTLED_ROUNDING = 0.01
+#: Share of :func:`pattern_packing`'s time for the integer master where a dive (:func:`_dive_packing`) may follow it.
+MASTER_BEFORE_DIVE_SHARE = 0.3
+#: Share of :func:`_dive_packing`'s time for the dive (the integer master over its columns gets the rest).
+DIVE_SHARE = 0.6
+#: Fractional columns :func:`dive` tries to round up at each step, largest first, before it stops.
+DIVE_CANDIDATES = 8
+#: How far from a whole number a column's value may be and count as one.
+DIVE_INTEGRALITY = 1e-6
 
 
 @dataclass
@@ -138,6 +149,12 @@ class PatternResult:
     wall_s: float = 0.0
     gave_up: bool = False  # stopped early, the LP still far above ``give_up_above``: no packing from these columns
     capped: bool = False  # a deterministic run cut by its wall-clock cap (packer.solvers.clock): another run may differ
+
+    @property
+    def provable(self) -> bool:
+        """Whether a packing of these columns may meet the rounded-up bound and so prove itself optimal: column generation
+        converged on exact classes (nothing rounded away) with whole costs. Only then is a dive (:func:`dive`) tried."""
+        return self.converged and self.classes.exact and self.types.whole_costs and math.isfinite(self.bound)
 
     @property
     def detail(self) -> dict:
@@ -525,6 +542,65 @@ class Master:
         return True
 
 
+class _Pricing:
+    """Pricing (module doc) for one run of column generation: exact by table where a type's knapsack is small, else
+    greedy and, when the greedy finds no column, by CP-SAT (``pricing_time`` seconds per type at most)."""
+
+    def __init__(self, classes: Classes, types: HostTypes, pricing_time: float, deterministic: bool):
+        self.classes, self.types, self.pricing_time, self.deterministic = classes, types, pricing_time, deterministic
+        fits = types.fits(classes)
+        self.candidates = [np.flatnonzero(fits[:, t]) for t in range(len(types.cost))]
+        self.table_work = np.array([_table_work(classes, types.room[t], c) for t, c in enumerate(self.candidates)])
+        self.by_table = self.table_work <= TABLE_PRICING_WORK
+        self.last: list[np.ndarray | None] = [None] * len(types.cost)  # each type's last CP-SAT pattern, its next hint
+
+    def price(self, master: "Master", pi: np.ndarray, mu: np.ndarray, clock: SearchClock) -> tuple[int, np.ndarray, bool]:
+        """Add to ``master`` the columns of negative reduced cost at the duals ``pi`` (classes) and ``mu`` (types).
+
+        Returns how many were added, per type an upper bound on a pattern's value ``Σ π_c a_c``, and
+        whether none added is a proof that none exists (every type priced exactly, within ``clock``).
+        """
+        classes, types = self.classes, self.types
+        upper = np.array([_fractional_value(pi[c], classes.k[c], classes.count[c], types.room[t]) for t, c in enumerate(self.candidates)])
+
+        def add(t: int, patterns: list[np.ndarray]) -> int:
+            price = types.cost[t] - mu[t]
+            return sum(master.add_column(t, counts) for counts in patterns if price - float(pi @ counts) < -1e-9 * max(1.0, types.cost[t]))
+
+        added = 0
+        for t in range(len(types.cost)):  # cheap pricing first
+            if self.by_table[t]:
+                patterns, upper[t] = _table_patterns(pi, types.cost[t] - mu[t], classes, types.room[t], self.candidates[t])
+                clock.spend(TABLE_WORK_SECONDS * self.table_work[t] * max(1, len(patterns)))
+            else:
+                patterns = _greedy_patterns(pi, classes, types.room[t], self.candidates[t])
+            added += add(t, patterns)
+        if added:
+            return added, upper, False
+        proven = True  # the exact pricing, to find columns the greedy misses or to prove there are none
+        for t in np.argsort(types.cost):
+            if self.by_table[t]:
+                continue
+            if clock.expired() or interrupt.stop_requested():
+                return added, upper, False
+            found, bound_t, exact_t, work = _price(pi, classes, types.room[t], self.candidates[t],
+                                                   min(self.pricing_time, clock.remaining()), self.last[t], self.deterministic)
+            clock.spend(work)
+            upper[t] = min(upper[t], bound_t)
+            proven &= exact_t
+            if found:
+                self.last[t] = found[-1]
+            added += add(int(t), found)
+        return added, upper, proven
+
+
+def _duals(result: mathopt.SolveResult, master: "Master") -> tuple[np.ndarray, np.ndarray]:
+    """The master LP's duals: π ≥ 0 of the class rows, μ ≤ 0 of the type rows (clipped: GLOP's may stray by rounding)."""
+    pi = np.clip(np.asarray(result.dual_values(master.cover), dtype=float), 0.0, None)
+    mu = np.clip(np.asarray(result.dual_values(master.limit), dtype=float), None, 0.0)
+    return pi, mu
+
+
 def column_generation(problem: PlacementProblem, time_limit: float = 30.0, max_classes: int = 300,
                       pricing_time: float = 2.0, give_up_above: float = np.inf, deterministic: bool = False) -> PatternResult | None:
     """Run column generation (module doc) for at most ``time_limit`` seconds; None where it does not apply (:func:`supported`).
@@ -544,7 +620,7 @@ def column_generation(problem: PlacementProblem, time_limit: float = 30.0, max_c
     fits = types.fits(classes)
 
     master = Master(classes, types)
-    model, cover, limit, add_column = master.model, master.cover, master.limit, master.add_column
+    model, cover, add_column = master.model, master.cover, master.add_column
     for a in np.flatnonzero((types.pinned_room > 0).any(axis=1)):
         usable = np.flatnonzero(classes.allowed[:, a] & (classes.k <= types.pinned_room[a]).all(axis=1))
         if len(usable) == 0:
@@ -585,10 +661,7 @@ def column_generation(problem: PlacementProblem, time_limit: float = 30.0, max_c
     best_bound, lp_value, converged, iterations = -np.inf, np.inf, False, 0
     integral = types.whole_costs
     gave_up = False
-    last: list[np.ndarray | None] = [None] * Ty
-    candidates = [np.flatnonzero(fits[:, t]) for t in range(Ty)]
-    table_work = np.array([_table_work(classes, types.room[t], candidates[t]) for t in range(Ty)])
-    by_table = table_work <= TABLE_PRICING_WORK
+    pricing = _Pricing(classes, types, pricing_time, deterministic)
     lp = mathopt.IncrementalSolver(model, mathopt.SolverType.GLOP)  # warm-started after each new column
     # A stop request (packer.interrupt) ends the loop: the bound of the last priced iteration stands.
     while not clock.expired() and not interrupt.stop_requested():
@@ -600,38 +673,8 @@ def column_generation(problem: PlacementProblem, time_limit: float = 30.0, max_c
                 log.warning("pattern master LP: %s", result.termination.reason.name)
             break
         lp_value = float(result.objective_value())
-        pi = np.clip(np.asarray(result.dual_values(cover), dtype=float), 0.0, None)
-        mu = np.clip(np.asarray(result.dual_values(limit), dtype=float), None, 0.0)
-        upper = np.array([_fractional_value(pi[c], classes.k[c], classes.count[c], types.room[t]) for t, c in enumerate(candidates)])
-        added = 0
-        for t in range(Ty):  # cheap pricing first: exact by table where the knapsack is small, else greedy
-            if by_table[t]:
-                patterns, upper[t] = _table_patterns(pi, types.cost[t] - mu[t], classes, types.room[t], candidates[t])
-                clock.spend(TABLE_WORK_SECONDS * table_work[t] * max(1, len(patterns)))
-            else:
-                patterns = _greedy_patterns(pi, classes, types.room[t], candidates[t])
-            for counts in patterns:
-                if types.cost[t] - mu[t] - float(pi @ counts) < -1e-9 * max(1.0, types.cost[t]):
-                    added += add_column(t, counts)
-        proven = False
-        if added == 0:  # the exact pricing, to find columns the greedy misses or to prove there are none
-            proven = True
-            for t in np.argsort(types.cost):
-                if by_table[t]:
-                    continue
-                if clock.expired() or interrupt.stop_requested():
-                    proven = False
-                    break
-                found, bound_t, exact_t, work = _price(pi, classes, types.room[t], candidates[t], min(pricing_time, clock.remaining()),
-                                                       last[t], deterministic)
-                clock.spend(work)
-                upper[t] = min(upper[t], bound_t)
-                proven &= exact_t
-                if found:
-                    last[t] = found[-1]
-                for counts in found:
-                    if types.cost[t] - mu[t] - float(pi @ counts) < -1e-9 * max(1.0, types.cost[t]):
-                        added += add_column(int(t), counts)
+        pi, mu = _duals(result, master)
+        added, upper, proven = pricing.price(master, pi, mu, clock)
         best_bound = max(best_bound, _lagrangian_bound(pi, upper, classes, types))
         if added == 0:
             converged = proven
@@ -651,14 +694,16 @@ def pattern_packing(problem: PlacementProblem, found: PatternResult, time_limit:
                     deterministic: bool = False) -> np.ndarray | None:
     """A placement from patterns (module doc): an integer master, slots, then best fit for the rest.
 
-    Two packings: the integer master over the columns column generation found
-    (:func:`_master_packing`; not when it gave up), and one from *full* patterns only
-    (:func:`full_packing`): at the LP optimum many patterns price alike and column
-    generation keeps only the few it needed, while a packing that meets the bound (every
-    host full) may need others (Falkenauer's triplets: every bin holds exactly three items
-    that fill it). The master comes first when column generation converged, the full
-    patterns first otherwise, with :data:`FIRST_METHOD_SHARE` of ``time_limit``; the second
-    runs only if the first stays above the bound, and the cheaper is returned.
+    Up to three packings: the integer master over the columns column generation found
+    (:func:`_master_packing`; not when it gave up), the same after a dive has added columns
+    (:func:`_dive_packing`; where it may prove the packing optimal, :attr:`PatternResult.provable`), and one
+    from *full* patterns only (:func:`full_packing`): at the LP optimum many patterns price
+    alike and column generation keeps only the few it needed, while a packing that meets the
+    bound (every host full) may need others (Falkenauer's triplets: every bin holds exactly
+    three items that fill it). The master comes first when column generation converged (with
+    :data:`MASTER_BEFORE_DIVE_SHARE` of ``time_limit`` where a dive may follow, else
+    :data:`FIRST_METHOD_SHARE`), the full patterns first otherwise; each next one runs only
+    while the packings so far stay above the bound, and the cheapest is returned.
 
     ``deterministic``: the CP-SAT programs stop on CP-SAT's deterministic time, the HiGHS one after
     :data:`DETERMINISTIC_MASTER_NODES` nodes, rather than at their time (then only a cap of
@@ -682,13 +727,17 @@ def pattern_packing(problem: PlacementProblem, found: PatternResult, time_limit:
     if not settled and rounded_share(problem, found.classes) > UNSETTLED_ROUNDING:
         return None
     clock = SearchClock(time_limit, deterministic)
-    methods = [full_packing]
-    if not found.gave_up:
-        # Columns of a converged run price the LP optimum: their integer master comes first; otherwise the full patterns.
-        methods.insert(0 if found.converged else 1, _master_packing)
+    if found.gave_up:
+        methods, shares = [full_packing], [1.0]
+    elif not found.converged:
+        methods, shares = [full_packing, _master_packing], [FIRST_METHOD_SHARE, 1.0]
+    elif not found.provable:
+        methods, shares = [_master_packing, full_packing], [FIRST_METHOD_SHARE, 1.0]
+    else:  # columns of a converged run price the LP optimum; a dive from there adds those near the target the master lacks
+        methods, shares = [_master_packing, _dive_packing, full_packing], [MASTER_BEFORE_DIVE_SHARE, FIRST_METHOD_SHARE, 1.0]
     best, best_cost = None, np.inf
-    for k, method in enumerate(methods):
-        seconds = clock.remaining() * (FIRST_METHOD_SHARE if k == 0 and len(methods) > 1 else 1.0)
+    for method, share in zip(methods, shares):
+        seconds = clock.remaining() * share
         packed = method(problem, found, max(0.1, seconds), deterministic)
         cost = np.inf if packed is None else float(problem.primary_cost[np.unique(packed)].sum())
         if cost < best_cost:
@@ -723,6 +772,81 @@ def _master_packing(problem: PlacementProblem, found: PatternResult, seconds: fl
     if used is None:
         return None
     return _fill(problem, classes, types, col_type, counts, used, SearchClock(seconds, deterministic))
+
+
+def _dive_packing(problem: PlacementProblem, found: PatternResult, seconds: float, deterministic: bool = False) -> np.ndarray | None:
+    """A packing by diving (:func:`dive`) for :data:`DIVE_SHARE` of ``seconds``: its own where it ends on whole
+    numbers of hosts, else the integer master (:func:`_master_packing`) over the columns found so far, dive's included."""
+    clock = SearchClock(seconds, deterministic)
+    used = dive(found, SearchClock(DIVE_SHARE * seconds, deterministic))
+    if used is not None:
+        col_type, counts = zip(*found.master.columns)
+        return _fill(problem, found.classes, found.types, np.array(col_type), np.stack(counts), used, clock)
+    return _master_packing(problem, found, max(0.1, clock.remaining()), deterministic)
+
+
+def dive(found: PatternResult, clock: SearchClock) -> np.ndarray | None:
+    """Dive from column generation's LP optimum towards its rounded-up bound; hosts per column of ``found.master`` if it gets there.
+
+    Each step rounds one fractional column up (a lower bound on its variable) and prices the
+    master again until no column has a negative reduced cost, so the master LP stays a bound
+    on every packing that keeps the columns fixed so far. A rounding is kept only if that LP
+    still rounds up to the target (``ceil(bound)``); of the fractional columns the
+    :data:`DIVE_CANDIDATES` largest are tried in turn; when none keeps the target, the dive
+    stops. It stops too at ``clock``. Either way the columns it priced stay in the master:
+    they are the patterns near the target the integer master lacked (Falkenauer's u1000_09:
+    the integer master over column generation's 257 columns gives 398 bins, over the 417
+    after a dive 397, the optimum). Every lower bound is reset on return.
+
+    Only where ``found.provable``: elsewhere it returns None at once. On classes rounded to a grid
+    the target is out of reach of real packings (g5k-s7, P99 Sens: bound 1,562, packing 1,836),
+    and the dive's time is the engine's.
+    """
+    master, classes, types = found.master, found.classes, found.types
+    if not found.provable:
+        return None
+    target = math.ceil(found.bound - types.constant - 1e-6)  # of the movable hosts' cost, the master's objective
+    pricing = _Pricing(classes, types, pricing_time=1.0, deterministic=clock.deterministic)
+    lp = mathopt.IncrementalSolver(master.model, mathopt.SolverType.GLOP)
+
+    def priced() -> np.ndarray | None:
+        """The master LP's solution once priced to convergence; None if it rounds up above the target or time ran out."""
+        while not clock.expired() and not interrupt.stop_requested():
+            clock.spend(ITERATION_WORK)
+            result = solve_incremental(lp)
+            if result.termination.reason != mathopt.TerminationReason.OPTIMAL:
+                return None
+            pi, mu = _duals(result, master)
+            added, _, proven = pricing.price(master, pi, mu, clock)
+            if added == 0:
+                if not proven or math.ceil(float(result.objective_value()) - 1e-6) > target:
+                    return None
+                return np.asarray(result.variable_values(master.variables), dtype=float)
+        return None
+
+    columns, steps = len(master.columns), 0
+    try:
+        x = priced()
+        while x is not None:
+            steps += 1
+            frac = x - np.floor(x)
+            fractional = np.flatnonzero((frac > DIVE_INTEGRALITY) & (frac < 1 - DIVE_INTEGRALITY))
+            if not len(fractional):
+                return np.round(x).astype(np.int64)
+            node, x = x, None
+            for j in fractional[np.argsort(-node[fractional], kind="stable")][:DIVE_CANDIDATES].tolist():
+                variable = master.variables[j]
+                before = variable.lower_bound
+                variable.lower_bound = math.ceil(node[j])
+                x = priced()
+                if x is not None or clock.expired():
+                    break
+                variable.lower_bound = before
+        return None
+    finally:
+        log.info("dive: %d steps, %d new columns, %.2f s", steps, len(master.columns) - columns, clock.wall())
+        for variable in master.variables:
+            variable.lower_bound = 0.0
 
 
 def _pattern_program(classes: Classes, types: HostTypes, col_type: np.ndarray, counts: np.ndarray,

@@ -84,6 +84,10 @@ LEXIMIN_EXACT_MAX_TASKS = 60
 AUTO_ENGINE_SHARE = 0.85
 #: Share of a full repack's time limit that column generation may spend on its bound (and as much again on its packing).
 PATTERN_TIME_SHARE = 0.25
+#: Further share of a full repack's time limit for the packing where reaching column generation's rounded-up bound
+#: proves it optimal (:attr:`packer.solvers.patterns.PatternResult.provable`; Falkenauer's u1000: a dive and an integer
+#: master take 2-5 s).
+PATTERN_PROOF_SHARE = 0.2
 #: Column generation stops early while its master LP is above this many times the MILP bound over architectures
 #: (measured: Falkenauer's triplets stay ~12% above it, and the time is the neighbourhood search's).
 PATTERN_GIVE_UP = 1.1
@@ -183,7 +187,8 @@ def _pattern_bound_and_start(problem: PlacementProblem, time_limit: float, detai
     (:func:`~packer.solvers.patterns.perfect_packing`, :data:`PERFECT_FIRST_SHARE` of
     ``time_limit``): if it meets the lower bound it is optimal, and column generation is
     not run. Column generation gets :data:`PATTERN_TIME_SHARE` of ``time_limit`` for the bound
-    and as much again, plus what the bound left unused, for the integer packing; the engine
+    and as much again, plus what the bound left unused, for the integer packing (and
+    :data:`PATTERN_PROOF_SHARE` more where it may prove the optimum); the engine
     gets the rest. ``clock``: the solve's; a deterministic one is charged each share that was
     used, whole.
     """
@@ -218,6 +223,8 @@ def _pattern_bound_and_start(problem: PlacementProblem, time_limit: float, detai
     share = PATTERN_TIME_SHARE * time_limit
     # What column generation left of its share goes to the packing too (not when deterministic: a wall time is not reproducible).
     packing_time = share if deterministic else max(share, 2.0 * share - found.wall_s)
+    if found.provable:  # its packing can prove the optimum (a dive, then an integer master)
+        packing_time += PATTERN_PROOF_SHARE * time_limit
     packed = pattern_packing(problem, found, time_limit=packing_time, deterministic=deterministic)
     broken = [] if packed is None else violations(problem, packed)
     if broken:
