@@ -788,14 +788,15 @@ def _dive_packing(problem: PlacementProblem, found: PatternResult, seconds: floa
 def dive(found: PatternResult, clock: SearchClock) -> np.ndarray | None:
     """Dive from column generation's LP optimum towards its rounded-up bound; hosts per column of ``found.master`` if it gets there.
 
-    Each step rounds one fractional column up (a lower bound on its variable) and prices the
-    master again until no column has a negative reduced cost, so the master LP stays a bound
-    on every packing that keeps the columns fixed so far. A rounding is kept only if that LP
-    still rounds up to the target (``ceil(bound)``); of the fractional columns the
+    Each step keeps the whole hosts of the LP's solution (lower bounds at ``floor(x)``: the
+    solution stays optimal), rounds one fractional column up and prices the master again
+    until no column has a negative reduced cost, so the master LP stays a bound on every
+    packing that keeps the columns fixed so far. A rounding is kept only if that LP still
+    rounds up to the target (``ceil(bound)``); of the fractional columns the
     :data:`DIVE_CANDIDATES` largest are tried in turn; when none keeps the target, the dive
     stops. It stops too at ``clock``. Either way the columns it priced stay in the master:
     they are the patterns near the target the integer master lacked (Falkenauer's u1000_09:
-    the integer master over column generation's 257 columns gives 398 bins, over the 417
+    the integer master over column generation's 257 columns gives 398 bins, over the ~330
     after a dive 397, the optimum). Every lower bound is reset on return.
 
     Only where ``found.provable``: elsewhere it returns None at once. On classes rounded to a grid
@@ -834,6 +835,8 @@ def dive(found: PatternResult, clock: SearchClock) -> np.ndarray | None:
             if not len(fractional):
                 return np.round(x).astype(np.int64)
             node, x = x, None
+            for j in np.flatnonzero(node >= 1 - DIVE_INTEGRALITY).tolist():  # the hosts the LP uses wholly, kept: it stays optimal
+                master.variables[j].lower_bound = max(master.variables[j].lower_bound, math.floor(node[j] + DIVE_INTEGRALITY))
             for j in fractional[np.argsort(-node[fractional], kind="stable")][:DIVE_CANDIDATES].tolist():
                 variable = master.variables[j]
                 before = variable.lower_bound
