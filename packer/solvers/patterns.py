@@ -97,6 +97,8 @@ MASTER_BEFORE_DIVE_SHARE = 0.3
 DIVE_SHARE = 0.6
 #: Fractional columns :func:`dive` tries to round up at each step, largest first, before it stops.
 DIVE_CANDIDATES = 8
+#: Most seconds of CP-SAT per host type when :func:`dive` prices a type too large for the table.
+DIVE_PRICING_SECONDS = 1.0
 #: How far from a whole number a column's value may be and count as one.
 DIVE_INTEGRALITY = 1e-6
 
@@ -739,6 +741,7 @@ def pattern_packing(problem: PlacementProblem, found: PatternResult, time_limit:
     for method, share in zip(methods, shares):
         seconds = clock.remaining() * share
         packed = method(problem, found, max(0.1, seconds), deterministic)
+        clock.spend(seconds)  # a deterministic clock: the share given, whole (the methods do not report their work)
         cost = np.inf if packed is None else float(problem.primary_cost[np.unique(packed)].sum())
         if cost < best_cost:
             best, best_cost = packed, cost
@@ -778,7 +781,9 @@ def _dive_packing(problem: PlacementProblem, found: PatternResult, seconds: floa
     """A packing by diving (:func:`dive`) for :data:`DIVE_SHARE` of ``seconds``: its own where it ends on whole
     numbers of hosts, else the integer master (:func:`_master_packing`) over the columns found so far, dive's included."""
     clock = SearchClock(seconds, deterministic)
-    used = dive(found, SearchClock(DIVE_SHARE * seconds, deterministic))
+    diving = clock.part(DIVE_SHARE * seconds)
+    used = dive(found, diving)
+    clock.spend(diving.work)
     if used is not None:
         col_type, counts = zip(*found.master.columns)
         return _fill(problem, found.classes, found.types, np.array(col_type), np.stack(counts), used, clock)
@@ -807,7 +812,7 @@ def dive(found: PatternResult, clock: SearchClock) -> np.ndarray | None:
     if not found.provable:
         return None
     target = math.ceil(found.bound - types.constant - 1e-6)  # of the movable hosts' cost, the master's objective
-    pricing = _Pricing(classes, types, pricing_time=1.0, deterministic=clock.deterministic)
+    pricing = _Pricing(classes, types, DIVE_PRICING_SECONDS, clock.deterministic)
     lp = mathopt.IncrementalSolver(master.model, mathopt.SolverType.GLOP)
 
     def priced() -> np.ndarray | None:
