@@ -88,7 +88,9 @@ def best_host(state: PlacementState, t: int, allowed: np.ndarray) -> tuple[int, 
     Only hosts every rule admits, never the task's own. Ranked by the rules'
     preference (lower first), then by the objective change without the tie-break
     goals (rounded so that float noise does not decide), then best fit (the least
-    normalized slack left), then the tie-break goals (fewer moves).
+    sum of squares of the room left per dimension, as shares of capacity: of two hosts
+    left with the same total room, the one left with it in a single dimension, where
+    no task may use it, ranks below), then the tie-break goals (fewer moves).
     """
     p = state.p
     hosts = np.flatnonzero(allowed)
@@ -98,7 +100,8 @@ def best_host(state: PlacementState, t: int, allowed: np.ndarray) -> tuple[int, 
     delta = state.objective_delta(t, hosts)
     tie = state.tie_break_delta(t, hosts)
     # take() gathers rows about twice as fast as fancy indexing; this runs once per task placed, over thousands of hosts.
-    slack = ((state.cap.take(hosts, axis=0) - state.loads.take(hosts, axis=0) - p.demand[t]) * state.inv_cap.take(hosts, axis=0)).sum(axis=1)
+    room = (state.cap.take(hosts, axis=0) - state.loads.take(hosts, axis=0) - p.demand[t]) * state.inv_cap.take(hosts, axis=0)
+    slack = np.einsum("hd,hd->h", room, room)
     preference = state.preference(t, hosts)
     keys = (tie, slack, np.round(delta - tie, 12)) + (() if preference is None else (preference,))
     k = int(np.lexsort(keys)[0])
