@@ -1193,8 +1193,9 @@ def _fill(problem: PlacementProblem, classes: Classes, types: HostTypes, col_typ
         ok &= problem.eligible[t, problem.host_arch] & ~overloaded
         ok[here] = stays
         opened = np.flatnonzero(ok & open_hosts)
-        if len(opened):  # best fit: the open host left fullest
-            h = opened[np.argmin(((problem.capacity[opened] - load[opened] - problem.demand[t]) / problem.capacity[opened]).sum(axis=1))]
+        if len(opened):  # best fit, as the engine's (packer.solvers.engine.best_host): the least sum of squares of the room left
+            room = (problem.capacity[opened] - load[opened] - problem.demand[t]) / problem.capacity[opened]
+            h = opened[np.argmin(np.einsum("hd,hd->h", room, room))]
         else:
             closed = np.flatnonzero(ok)
             if not len(closed):
