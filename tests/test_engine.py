@@ -139,8 +139,13 @@ def test_a_full_repack_short_of_time_builds_only_the_in_place_construction(monke
     hosts = np.array(list(repack_cost_bound(problem).detail["hosts_per_arch"].values()), dtype=float)
     built = []
     real = engine.construct_repack
-    monkeypatch.setattr(engine, "construct_repack", lambda *args, **kwargs: built.append(kwargs["keep_in_place"]) or real(*args, **kwargs))
-    for limit, expected in ((1e-3, [True]), (5.0, [True, False])):
+
+    def recording(problem, hosts_per_arch, task_arch=None, keep_in_place=True, clock=None, largest_by="total"):
+        built.append((keep_in_place, largest_by))
+        return real(problem, hosts_per_arch, task_arch, keep_in_place, clock, largest_by)
+
+    monkeypatch.setattr(engine, "construct_repack", recording)
+    for limit, expected in ((1e-3, [(True, "total")]), (5.0, [(True, "total"), (False, "total"), (True, "peak")])):
         built.clear()
         result = solve_engine(problem, EngineConfig(time_limit=limit, deterministic=True, lns=False), hosts_per_arch=hosts)
         assert built == expected
