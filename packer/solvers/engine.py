@@ -221,9 +221,9 @@ def construct_repack(problem: PlacementProblem, hosts_per_arch: np.ndarray, task
     current hosts are opened, and a task already on an open host of its preferred
     architecture stays there, so the plan moves as few tasks as the mix allows. The
     other tasks go, largest first, by best fit into open hosts of their preferred
-    architecture, then of any; when none fits, a
-    closed host of the preferred architecture is opened, else the closed host with
-    the lowest objective weight per capacity. ``keep_in_place=False`` re-places every
+    architecture, then of any; when none fits, a closed host of the preferred
+    architecture is opened, else the closed host with the lowest objective weight
+    per capacity. ``keep_in_place=False`` re-places every
     movable task (better packing, more moves). A task's size is its share of the
     largest host per dimension, summed over dimensions (``largest_by="total"``) or the
     largest of them (``"peak"``). Every task goes only where the rules
@@ -255,7 +255,8 @@ def construct_repack(problem: PlacementProblem, hosts_per_arch: np.ndarray, task
     todo = np.flatnonzero(state.assign < 0)
     price = capacity_price(p)
     share = relative_demand(p)[todo]
-    for k, t in enumerate(largest_first(todo, share.sum(axis=1) if largest_by == "total" else share.max(axis=1)).tolist()):
+    size = {"total": share.sum(axis=1), "peak": share.max(axis=1)}[largest_by]
+    for k, t in enumerate(largest_first(todo, size).tolist()):
         if clock is not None and k % CLOCK_EVERY == 0:
             clock.spend(STEP_WORK * min(CLOCK_EVERY, len(todo) - k))
             if clock.expired():

@@ -225,6 +225,7 @@ def _pattern_bound_and_start(problem: PlacementProblem, time_limit: float, detai
     packing_time = share if deterministic else max(share, 2.0 * share - found.wall_s)
     if found.provable:  # its packing can prove the optimum (a dive, then an integer master)
         packing_time += PATTERN_PROOF_SHARE * time_limit
+        clock.spend(PATTERN_PROOF_SHARE * time_limit)
     packed = pattern_packing(problem, found, time_limit=packing_time, deterministic=deterministic)
     broken = [] if packed is None else violations(problem, packed)
     if broken:
