@@ -1,6 +1,8 @@
 """The scalable engine and the bounds: validity on random instances, bounds that hold, anytime behaviour."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -362,3 +364,13 @@ def test_a_binding_budget_is_spent_where_a_move_saves_most():
     result = solve_engine(problem, FAST)
     assert result.assign.tolist() == [0, 3, 3]
     assert evaluate(problem, result.assign).tco == pytest.approx(3.0)
+
+
+def test_best_fit_keeps_room_usable_in_every_dimension_rather_than_stranded_in_one():
+    # Either host keeps the same total room after task 0 arrives: host 0 a quarter of its cpu and three quarters of
+    # its memory, host 1 half of each. Best fit takes host 1 (by the sum of the room alone it was a tie: host 0).
+    one_dim = small_problem([0.25, 0.5, 0.25], [1.0] * 3, [1.0] * 3, [2, 0, 1])
+    problem = dataclasses.replace(one_dim, dims=("cpu", "mem"), frag_dims=(0, 1), capacity=np.ones((3, 2)),
+                                  demand=np.array([[0.25, 0.25], [0.5, 0.0], [0.25, 0.25]]))
+    host, _ = engine.best_host(PlacementState(problem, problem.current), 0, np.ones(3, dtype=bool))
+    assert host == 1

@@ -323,8 +323,8 @@ def test_a_dive_that_ends_on_whole_hosts_covers_every_task_at_the_bound():
         found = column_generation(problem, time_limit=5)
         used = dive(found, SearchClock(5, deterministic=True))
         assert used is not None
-        counts = np.stack([c for _, c in found.master.columns])
-        cost = found.types.cost[[t for t, _ in found.master.columns]]
+        col_type, counts = found.master.column_arrays()
+        cost = found.types.cost[col_type]
         assert (used >= 0).all() and (used @ counts >= found.classes.count).all()
         assert used @ cost == math.ceil(found.bound - 1e-6)
         assert all(v.lower_bound == 0 for v in found.master.variables)  # the master is left as column generation left it

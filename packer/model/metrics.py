@@ -46,6 +46,13 @@ def host_loads(problem: PlacementProblem, assign: np.ndarray) -> np.ndarray:
     return loads
 
 
+def leftover_score(room: np.ndarray) -> np.ndarray:
+    """Best fit's score of hosts (lower fits better) from ``room`` (n, D): the room each would have left per
+    dimension, as a share of its capacity. The sum of squares: of two hosts left with the same total room, the
+    one left with it in a single dimension, where no task may use it, scores higher."""
+    return np.einsum("hd,hd->h", room, room)
+
+
 def fits_within(loads: np.ndarray, demand: np.ndarray, limits: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
     """Bool over ``rows`` (indices into ``loads``; default every row): where ``loads + demand <= limits`` in every
     dimension (``loads``, ``limits`` (n, D), ``demand`` (D,)).

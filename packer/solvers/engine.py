@@ -58,7 +58,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from packer import interrupt
-from packer.model.metrics import evaluate, host_loads, violations
+from packer.model.metrics import evaluate, host_loads, leftover_score, violations
 from packer.model.problem import PlacementProblem
 from packer.model.state import PlacementState
 from packer.rules.interference import Interference
@@ -87,10 +87,8 @@ def best_host(state: PlacementState, t: int, allowed: np.ndarray) -> tuple[int, 
 
     Only hosts every rule admits, never the task's own. Ranked by the rules'
     preference (lower first), then by the objective change without the tie-break
-    goals (rounded so that float noise does not decide), then best fit (the least
-    sum of squares of the room left per dimension, as shares of capacity: of two hosts
-    left with the same total room, the one left with it in a single dimension, where
-    no task may use it, ranks below), then the tie-break goals (fewer moves).
+    goals (rounded so that float noise does not decide), then best fit
+    (:func:`~packer.model.metrics.leftover_score`), then the tie-break goals (fewer moves).
     """
     p = state.p
     hosts = np.flatnonzero(allowed)
@@ -101,7 +99,7 @@ def best_host(state: PlacementState, t: int, allowed: np.ndarray) -> tuple[int, 
     tie = state.tie_break_delta(t, hosts)
     # take() gathers rows about twice as fast as fancy indexing; this runs once per task placed, over thousands of hosts.
     room = (state.cap.take(hosts, axis=0) - state.loads.take(hosts, axis=0) - p.demand[t]) * state.inv_cap.take(hosts, axis=0)
-    slack = np.einsum("hd,hd->h", room, room)
+    slack = leftover_score(room)
     preference = state.preference(t, hosts)
     keys = (tie, slack, np.round(delta - tie, 12)) + (() if preference is None else (preference,))
     k = int(np.lexsort(keys)[0])
@@ -223,11 +221,10 @@ def construct_repack(problem: PlacementProblem, hosts_per_arch: np.ndarray, task
     other tasks go, largest first, by best fit into open hosts of their preferred
     architecture, then of any; when none fits, a closed host of the preferred
     architecture is opened, else the closed host with the lowest objective weight
-    per capacity. ``keep_in_place=False`` re-places every
-    movable task (better packing, more moves). A task's size is its share of the
-    largest host per dimension, summed over dimensions (``largest_by="total"``) or the
-    largest of them (``"peak"``). Every task goes only where the rules
-    admit it; returns ``None`` if some task fits nowhere or the result breaks a rule
+    per capacity. ``keep_in_place=False`` re-places every movable task (better packing,
+    more moves). A task's size is its share of the largest host per dimension, summed
+    over dimensions (``largest_by="total"``) or the largest of them (``"peak"``). Every
+    task goes only where the rules admit it; returns ``None`` if some task fits nowhere or the result breaks a rule
     on the whole placement (:meth:`~packer.model.state.PlacementState.holds`). Given a
     ``clock``, each task placed is charged :data:`STEP_WORK`, and the construction gives up
     (``None``) once the clock runs out.

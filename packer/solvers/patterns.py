@@ -62,7 +62,7 @@ from ortools.math_opt.python import mathopt
 from ortools.sat.python import cp_model
 
 from packer import interrupt
-from packer.model.metrics import TOLERANCE, fits_within, host_loads, initially_overloaded
+from packer.model.metrics import TOLERANCE, fits_within, host_loads, initially_overloaded, leftover_score
 from packer.model.problem import PlacementProblem
 from packer.solvers.bounds import minimize, solve_incremental
 from packer.solvers.clock import WALL_CAP, SearchClock
@@ -543,6 +543,11 @@ class Master:
         self.variables.append(var)
         return True
 
+    def column_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """The columns as arrays: each one's host type (P,) and its counts per class (P, C)."""
+        col_type, counts = zip(*self.columns)
+        return np.array(col_type), np.stack(counts)
+
 
 class _Pricing:
     """Pricing (module doc) for one run of column generation: exact by table where a type's knapsack is small, else
@@ -758,8 +763,7 @@ def _master_packing(problem: PlacementProblem, found: PatternResult, seconds: fl
     costs get the rounded-up bound as a constraint, so that reaching it proves the packing optimal.
     """
     master, classes, types = found.master, found.classes, found.types
-    col_type = np.array([t for t, _ in master.columns])
-    counts = np.stack([c for _, c in master.columns])
+    col_type, counts = master.column_arrays()
     model, hosts, covering = _pattern_program(classes, types, col_type, counts, master.pinned)
     for c, covered in enumerate(covering):
         model.add(covered >= int(classes.count[c]))
@@ -785,8 +789,7 @@ def _dive_packing(problem: PlacementProblem, found: PatternResult, seconds: floa
     used = dive(found, diving)
     clock.spend(diving.work)
     if used is not None:
-        col_type, counts = zip(*found.master.columns)
-        return _fill(problem, found.classes, found.types, np.array(col_type), np.stack(counts), used, clock)
+        return _fill(problem, found.classes, found.types, *found.master.column_arrays(), used, clock)
     return _master_packing(problem, found, max(0.1, clock.remaining()), deterministic)
 
 
@@ -1193,9 +1196,8 @@ def _fill(problem: PlacementProblem, classes: Classes, types: HostTypes, col_typ
         ok &= problem.eligible[t, problem.host_arch] & ~overloaded
         ok[here] = stays
         opened = np.flatnonzero(ok & open_hosts)
-        if len(opened):  # best fit, as the engine's (packer.solvers.engine.best_host): the least sum of squares of the room left
-            room = (problem.capacity[opened] - load[opened] - problem.demand[t]) / problem.capacity[opened]
-            h = opened[np.argmin(np.einsum("hd,hd->h", room, room))]
+        if len(opened):  # best fit, as the engine's
+            h = opened[np.argmin(leftover_score((problem.capacity[opened] - load[opened] - problem.demand[t]) / problem.capacity[opened]))]
         else:
             closed = np.flatnonzero(ok)
             if not len(closed):
