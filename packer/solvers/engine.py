@@ -224,10 +224,11 @@ def construct_repack(problem: PlacementProblem, hosts_per_arch: np.ndarray, task
     per capacity. ``keep_in_place=False`` re-places every movable task (better packing,
     more moves). A task's size is its share of the largest host per dimension, summed
     over dimensions (``largest_by="total"``) or the largest of them (``"peak"``). Every
-    task goes only where the rules admit it; returns ``None`` if some task fits nowhere or the result breaks a rule
-    on the whole placement (:meth:`~packer.model.state.PlacementState.holds`). Given a
-    ``clock``, each task placed is charged :data:`STEP_WORK`, and the construction gives up
-    (``None``) once the clock runs out.
+    task goes only where the rules admit it; returns ``None`` if some task fits nowhere
+    or the result breaks a rule on the whole placement
+    (:meth:`~packer.model.state.PlacementState.holds`). Given a ``clock``, each task
+    placed is charged :data:`STEP_WORK`, and the construction gives up (``None``) once
+    the clock runs out.
     """
     p = problem
     load = host_loads(p, p.current)
