@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from conftest import tiny_tables, write_tables
 from packer.cli import cli
-from packer.characterization.profile import grouped_percentiles, profile_chunk, profile_tasks
+from packer.characterization.profile import PERCENTILE_SAMPLE, grouped_percentiles, profile_chunk, profile_tasks
 from packer.io.trace import read_trace
 from packer.io.usage import UsageChunk
 
@@ -86,6 +86,32 @@ def test_grouped_percentiles_against_numpy():
     got = grouped_percentiles(values, group, starts, [0, 50, 99, 100])
     for g in range(200):
         np.testing.assert_allclose(got[:, g], np.percentile(values[group == g], [0, 50, 99, 100]), rtol=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 3000), min_size=1, max_size=12), st.sampled_from(["gamma", "ties", "float32"]),
+       st.lists(st.sampled_from([0.0, 1.0, 50.0, 90.0, 99.0, 99.9, 100.0]), min_size=1, max_size=3), st.integers(0, 10**6))
+def test_grouped_percentiles_of_large_groups_against_numpy(sizes, kind, qs, seed):
+    """Large groups take the path that sorts only each group's values above a sampled guess."""
+    rng = np.random.default_rng(seed)
+    group = np.repeat(np.arange(len(sizes)), sizes)
+    values = {"gamma": rng.gamma(2.0, 3.0, len(group)), "ties": rng.integers(0, 4, len(group)).astype(float),
+              "float32": rng.random(len(group)).astype(np.float32).astype(float)}[kind]
+    starts = np.r_[0, np.cumsum(sizes)[:-1]]
+    got = grouped_percentiles(values, group, starts, qs)
+    for g in range(len(sizes)):
+        np.testing.assert_allclose(got[:, g], np.percentile(values[group == g], qs), rtol=1e-12, atol=0)
+
+
+def test_grouped_percentiles_where_the_sample_misleads_sort_the_whole_group():
+    """Every sampled value of the second group is larger than all the others: the guess is too high, and the group
+    is sorted whole."""
+    first = 32 * PERCENTILE_SAMPLE  # the sample takes every PERCENTILE_SAMPLE-th value of the whole array
+    values = np.r_[np.linspace(0.0, 1.0, first), np.arange(1600) / 1600.0]
+    values[first::PERCENTILE_SAMPLE] = 10.0 + np.arange(1600 // PERCENTILE_SAMPLE)
+    group = np.repeat([0, 1], [first, 1600])
+    got = grouped_percentiles(values, group, np.array([0, first]), [99.0])
+    np.testing.assert_allclose(got[0], [np.percentile(values[:first], 99.0), np.percentile(values[first:], 99.0)], rtol=1e-12, atol=0)
 
 
 @settings(max_examples=50, deadline=None)

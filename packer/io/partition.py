@@ -6,6 +6,11 @@ key (:func:`partition_of`) and written as one Arrow IPC file holding one record 
 (empty ones included), so at most one spill file is open at a time whatever the
 number of partitions. Partition ``k`` is read back by taking record batch ``k`` of
 every spill file; its rows keep their input order.
+
+Keys are known to lie in ``0..keys-1`` (task codes), so each key's partition is looked
+up in a table rather than hashed per row, and where no partition has more than 65,536
+keys a row's key is spilled as its 16-bit rank within its partition (2 bytes instead
+of 4 or 8) and mapped back on reading.
 """
 from __future__ import annotations
 
@@ -31,19 +36,34 @@ class SpillError(Exception):
 class Partitions:
     """Spill files in ``folder`` (which the caller creates and removes) for ``parts`` partitions by the int ``key`` column."""
 
-    def __init__(self, folder: Path, parts: int, key: str) -> None:
+    def __init__(self, folder: Path, parts: int, key: str, keys: int) -> None:
+        """``keys``: the key column's values are integers in ``0..keys-1``."""
         if not 1 <= parts <= 1 << 16:
             raise ValueError(f"parts must be 1..65536, got {parts}")
-        self.folder, self.parts, self.key = Path(folder), parts, key
+        self.folder, self.parts, self.key, self.keys = Path(folder), parts, key, keys
         self.files: list[Path] = []
+        self._part = partition_of(np.arange(keys), parts)
+        # The keys of each partition, ascending; a key's rank among them is what is spilled where ranks fit 16 bits.
+        order = np.argsort(self._part, kind="stable").astype(np.int32 if keys <= 1 << 31 else np.int64)
+        self._members = np.split(order, np.cumsum(np.bincount(self._part, minlength=parts))[:-1])
+        self._rank: np.ndarray | None = None
+        if max(map(len, self._members)) <= 1 << 16:
+            self._rank = np.empty(keys, dtype=np.uint16)
+            self._rank[order] = np.concatenate([np.arange(len(m)) for m in self._members]).astype(np.uint16)
 
     def write(self, columns: dict[str, np.ndarray]) -> None:
-        """Spill one batch: equal-length NumPy arrays by column name, ``columns[self.key]`` the partition key.
-        Raises :class:`SpillError` if the file cannot be written."""
-        part = partition_of(columns[self.key], self.parts)
+        """Spill one batch: equal-length NumPy arrays by column name, ``columns[self.key]`` the partition key
+        (integers in ``0..keys-1``, else :class:`ValueError`). Raises :class:`SpillError` if the file cannot be written."""
+        key = columns[self.key]
+        if len(key) and (key.min() < 0 or key.max() >= self.keys):
+            raise ValueError(f"{self.key} outside 0..{self.keys - 1}")
+        part = self._part[key]
         order = np.argsort(part, kind="stable")  # radix sort on uint16; keeps input order within a partition
         ends = np.cumsum(np.bincount(part, minlength=self.parts))
-        batch = pa.record_batch(columns).take(pa.array(order))  # Arrow's memory pool reuses its pages: fewer page faults
+        if self._rank is not None:
+            columns = {**columns, self.key: self._rank[key]}
+        # from_arrays wraps the NumPy buffers; Arrow's take then reuses its memory pool's pages: fewer page faults than NumPy's.
+        batch = pa.RecordBatch.from_arrays([pa.array(v) for v in columns.values()], names=list(columns)).take(pa.array(order))
         path = self.folder / f"spill-{len(self.files):06d}.arrow"
         try:
             with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, batch.schema) as writer:
@@ -62,4 +82,7 @@ class Partitions:
             with pa.OSFile(str(path)) as source:  # reads into memory: nothing keeps the file open
                 pieces.append(pa.ipc.open_file(source).get_batch(k))
         # Concatenated column by column: files may differ in a column's dtype (NumPy promotes).
-        return {name: np.concatenate([piece.column(name).to_numpy() for piece in pieces]) for name in pieces[0].schema.names}
+        columns = {name: np.concatenate([piece.column(name).to_numpy() for piece in pieces]) for name in pieces[0].schema.names}
+        if self._rank is not None:
+            columns[self.key] = self._members[k][columns[self.key]]
+        return columns

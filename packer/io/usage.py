@@ -446,7 +446,7 @@ def scan_usage(
             except OSError as exc:
                 raise _no_room(trace, rows, dims, exc) from None
             # Hashing tasks leaves partitions uneven: aim at 80% of max_rows each.
-            partitions = Partitions(folder, min(1 << 16, -(-rows * 5 // (4 * max_rows))), "task")
+            partitions = Partitions(folder, min(1 << 16, -(-rows * 5 // (4 * max_rows))), "task", len(task_index))
             try:
                 _spill(plan.unordered, dims, task_index, log, skip_invalid, partitions, min(max_rows, SPILL_BATCH_ROWS), progress)
             except SpillError as exc:
