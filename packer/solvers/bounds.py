@@ -2,19 +2,34 @@
 
 * :func:`freeable_cost_bound` — move-bounded repacking: an **upper bound on the
   primary cost (TCO or hosts) that the move budget can free**. A host's cost is
-  saved only when every task leaves it, and the tasks leaving must fit, in total
-  per dimension, into the residual capacity of hosts that stay open or are newly
-  opened. The LP relaxes which hosts to empty (``0 ≤ y_h ≤ 1``):
+  saved only when every task leaves it, and the tasks leaving must fit into the
+  room left on hosts that stay open or are newly opened. The LP relaxes which hosts
+  to empty (``0 ≤ y_h ≤ 1``) and how tasks split across hosts, but not *where* room
+  is: room in one dimension on hosts full in another holds nothing. Tasks form
+  classes c (pool, eligibility, demand ``d_c``, rounded down on a grid where they
+  are many: :data:`MAX_FREEABLE_PAIRS`); hosts that may receive form groups g (pool,
+  architecture, capacity, and the room they have left per dimension on
+  :data:`ROOM_LEVELS` levels), each with its room ``R_g`` and its largest host
+  room ``L_g``; identical empty hosts form groups k that may be opened (``z_k``):
 
-      max  Σ_h c_h y_h − Σ_g c_g z_g
-      s.t. Σ_h n_h y_h ≤ budget                              (moves)
-           Σ_h y_h (load_hd + resid_hd) − Σ_g z_g cap_gd ≤ Σ_h resid_hd   ∀ d
-           0 ≤ y, z ≤ 1
+      max  Σ_h c_h y_h − Σ_k c_k z_k
+      s.t. Σ_g (F_cg + P_cg) + Σ_k O_ck = Σ_h n_hc y_h + Σ_g M_cg      ∀c  (what leaves arrives)
+           Σ_c (F_cg + P_cg) d_c + Σ_{h∈g} y_h room_h ≤ R_g + Σ_c M_cg u_c   ∀g,d
+           Σ_c P_cg d_c ≤ Σ_c M_cg (u_c + L_g)                          ∀g,d
+           Σ_c O_ck d_c ≤ z_k cap_k                                       ∀k,d
+           Σ_h y_h (load_h + room_h) − Σ_k z_k cap_k ≤ Σ_h room_h         ∀pool,d
+           Σ_h n_h y_h + Σ_cg M_cg ≤ budget                              (moves)
 
-  over emptiable hosts h (occupied, no pinned task, at most ``budget`` tasks) and
-  empty hosts g (which may be opened). Eligibility, item sizes and the rules
-  beyond capacity and the move budget (spread, guards, ...) are relaxed, so the
-  bound is valid but may be loose where they bind.
+  over emptiable hosts h (occupied, no pinned task, at most ``budget`` tasks).
+  ``F_cg`` places class-c tasks on group g where c fits ``L_g``, ``P_cg`` where it
+  does not: such a task lands only on a host that a move off it (``M_cg``, a task
+  that leaves a host that stays open, making at most ``u_c`` room, the class's
+  largest exact demand) made room on, so at most one such host per move, each with
+  at most ``L_g`` room. A class goes only where it is eligible and fits an empty
+  host. Any plan within the budget gives such a solution, so the bound is valid;
+  it relaxes item sizes within a group, spread, the guards and the other rules.
+  On the slack-scarce 10,000-task trace of issue 11 it is 403 where the room summed
+  per dimension over the whole fleet (the last row alone) gave 478.
 
 * :func:`repack_cost_bound` — full repack: a **lower bound on the primary cost of
   any valid placement**. ``x[t,a]`` is the fraction of task t placed on architecture
@@ -54,12 +69,13 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+import pandas as pd
 from ortools.math_opt import model_pb2
 from ortools.math_opt.python import mathopt
 from ortools.util.python import solve_interrupter
 
 from packer import interrupt
-from packer.model.metrics import host_loads, initially_overloaded
+from packer.model.metrics import TOLERANCE, host_loads, initially_overloaded
 from packer.model.problem import PlacementProblem
 
 
@@ -134,62 +150,181 @@ def minimize(cost: np.ndarray, matrix: tuple[np.ndarray, np.ndarray, np.ndarray]
                      bound=float(result.termination.objective_bounds.dual_bound), reason=reason.name, duals=duals)
 
 
+#: Levels per dimension of the room left on a host (as a share of its capacity) by which :func:`freeable_cost_bound`
+#: groups the hosts that may receive tasks: hosts of one group pool their room in the LP.
+ROOM_LEVELS = 4
+#: Most (task class, receiving group) pairs in :func:`freeable_cost_bound`'s LP: above, demands are rounded down to a coarser grid.
+MAX_FREEABLE_PAIRS = 100_000
+
+
 def freeable_cost_bound(problem: PlacementProblem, budget: int | None = None, groups: np.ndarray | None = None) -> CostBound:
-    """Upper bound on the primary cost that at most ``budget`` moves (default: the problem's) can free.
+    """Upper bound on the primary cost that at most ``budget`` moves (default: the problem's) can free (module doc).
 
     ``groups`` (H,): a group code per host (pools, :mod:`packer.rules.pools`) when tasks
-    may not leave their host's group: the capacity rows are then per group and dimension
-    (a tighter bound, still valid), and ``detail["by_group"]`` says, per group code, how
+    may not leave their host's group: classes, receiving hosts and the total rows are then
+    per group (a tighter bound, still valid), and ``detail["by_group"]`` says, per group code, how
     many moves and how much cost the LP's solution spends and frees there (the move budget
     split that maximizes the LP: every group's marginal value of a move is the same).
     """
     budget = problem.max_moves if budget is None else budget
-    cost = problem.primary_cost
-    current = problem.current
-    counts = np.bincount(current, minlength=problem.n_hosts)
-    pinned = np.bincount(current[~problem.movable], minlength=problem.n_hosts) > 0
-    loads = host_loads(problem, current)
-    receiver = ~initially_overloaded(problem)
-    resid = np.where(receiver[:, None], np.clip(problem.capacity - loads, 0, None), 0.0)
+    counts = np.bincount(problem.current, minlength=problem.n_hosts)
+    pinned = np.bincount(problem.current[~problem.movable], minlength=problem.n_hosts) > 0
     limit = np.inf if budget is None else budget
     emptiable = np.flatnonzero((counts > 0) & ~pinned & (counts <= limit))
-    empty = np.flatnonzero((counts == 0) & receiver)
     group = np.zeros(problem.n_hosts, dtype=np.int64) if groups is None else np.asarray(groups, dtype=np.int64)
     n_groups = int(group.max(initial=-1)) + 1
     nothing = {"by_group": [{"moves": 0.0, "freed": 0.0} for _ in range(n_groups)]} if groups is not None else {}
     if len(emptiable) == 0 or limit == 0:
         return CostBound(0.0, "freeable", True, {"emptiable_hosts": int(len(emptiable)), **nothing})
-
-    n_y, n_z = len(emptiable), len(empty)
-    D = len(problem.dims)
-    objective = -np.concatenate([cost[emptiable], -cost[empty]])
-    # Row group·D + d: what leaves group's emptied hosts, beyond their own residual, fits in the group's residual and opened hosts.
-    column_group = np.concatenate([group[emptiable], group[empty]])
-    usage = np.concatenate([loads[emptiable] + resid[emptiable], -problem.capacity[empty]])  # (n, D)
-    rows = (column_group[:, None] * D + np.arange(D)[None, :]).ravel()
-    cols = np.repeat(np.arange(n_y + n_z), D)
-    coefs = usage.ravel()
-    rhs = np.zeros(n_groups * D)
-    np.add.at(rhs, (group[:, None] * D + np.arange(D)[None, :]).ravel(), resid.ravel())
-    if budget is not None:
-        rows = np.concatenate([rows, np.full(n_y, n_groups * D)])
-        cols = np.concatenate([cols, np.arange(n_y)])
-        coefs = np.concatenate([coefs, counts[emptiable].astype(float)])
-        rhs = np.concatenate([rhs, [budget]])
-    n = n_y + n_z
-    lp = minimize(objective, (rows, cols, coefs), (np.full(len(rhs), -np.inf), rhs), (np.zeros(n), np.ones(n)),
-                  np.zeros(n, dtype=bool), mathopt.SolverType.GLOP)
-    if not lp.optimal:
+    lp = _FreeableLP(problem, emptiable, counts, group, budget)
+    solution = minimize(lp.cost, lp.matrix(), (lp.row_lb, lp.row_ub), (np.zeros(len(lp.cost)), lp.var_ub),
+                        np.zeros(len(lp.cost), dtype=bool), mathopt.SolverType.GLOP)
+    if not solution.optimal:
         # Fall back to the trivial bound: every emptiable host's cost.
-        return CostBound(float(cost[emptiable].sum()), "freeable", False, {"lp_status": lp.reason, **nothing})
-    detail = {"emptiable_hosts": n_y, "empty_hosts": n_z}
+        return CostBound(float(problem.primary_cost[emptiable].sum()), "freeable", False, {"lp_status": solution.reason, **nothing})
+    detail = {"emptiable_hosts": len(emptiable), "empty_hosts": int((counts == 0).sum()), "task_classes": lp.n_classes,
+              "receiving_groups": lp.n_receiving, **({"demand_grid": lp.grid} if lp.grid is not None else {})}
     if groups is not None:
-        y, z = lp.x[:n_y], lp.x[n_y:]
-        moves = np.bincount(group[emptiable], weights=counts[emptiable] * y, minlength=n_groups)
-        freed = (np.bincount(group[emptiable], weights=cost[emptiable] * y, minlength=n_groups)
-                 - np.bincount(group[empty], weights=cost[empty] * z, minlength=n_groups))
+        moves, freed = lp.by_group(solution.x, n_groups)
         detail["by_group"] = [{"moves": float(m), "freed": float(f)} for m, f in zip(moves, freed)]
-    return CostBound(-lp.objective, "freeable", True, detail)
+    return CostBound(-solution.objective, "freeable", True, detail)
+
+
+class _FreeableLP:
+    """The LP of :func:`freeable_cost_bound` (module doc) as arrays: columns in blocks, rows appended block by block.
+
+    Columns: ``y`` per emptiable host (the share emptied), ``z`` per group of identical
+    empty hosts (how many opened), and per task class c: ``F[c,g]`` / ``P[c,g]`` tasks
+    placed on occupied receiving group g where c fits / does not fit g's largest room,
+    ``O[c,k]`` on opened group k, ``M[c,g]`` tasks moved off hosts of g that stay open.
+    """
+
+    def __init__(self, problem: PlacementProblem, emptiable: np.ndarray, counts: np.ndarray, group: np.ndarray, budget: int | None) -> None:
+        p = problem
+        D, A = len(p.dims), len(p.arch_names)
+        loads = host_loads(p, p.current)
+        # A host over capacity today receives only what leaves it (packer.rules.capacity): no room of its own.
+        room = np.where(~initially_overloaded(p)[:, None], np.clip(p.capacity - loads, 0, None), 0.0) + TOLERANCE
+        occupied, empty = np.flatnonzero(counts > 0), np.flatnonzero(counts == 0)
+        # Receiving groups: occupied hosts by pool, architecture, capacity and the shape of their room.
+        shape = np.minimum(np.floor(room[occupied] / p.capacity[occupied] * ROOM_LEVELS), ROOM_LEVELS)
+        receiving, g_of = unique_rows(np.column_stack([group[occupied], p.host_arch[occupied], p.capacity[occupied], shape]))
+        G = self.n_receiving = len(receiving)
+        host_group = np.full(p.n_hosts, -1)
+        host_group[occupied] = g_of
+        g_room = np.zeros((G, D))
+        np.add.at(g_room, g_of, room[occupied])
+        g_largest = np.zeros((G, D))
+        np.maximum.at(g_largest, g_of, room[occupied])
+        openable, k_of = unique_rows(np.column_stack([group[empty], p.host_arch[empty], p.capacity[empty], p.primary_cost[empty]]))
+        k_count = np.bincount(k_of, minlength=len(openable))
+        K = len(openable)
+        k_cap, k_cost = openable[:, 2:2 + D], openable[:, 2 + D]
+        # Task classes: movable tasks by pool, eligibility and demand rounded down (a relaxation) so that the pairs stay few.
+        movable = np.flatnonzero(p.movable)
+        signature = np.column_stack([group[p.current[movable]], p.eligible[movable]])
+        demand, self.grid = _rounded_demand(signature, p.demand[movable], p.capacity, max(1, MAX_FREEABLE_PAIRS // max(G + K, 1)))
+        classes, c_of = unique_rows(np.column_stack([signature, demand]))
+        C = self.n_classes = len(classes)
+        c_group, c_eligible, c_demand = classes[:, 0].astype(np.int64), classes[:, 1:1 + A].astype(bool), classes[:, 1 + A:]
+        c_largest = np.zeros((C, D))  # the largest exact demand in a class: the most room a move of one of its tasks makes
+        np.maximum.at(c_largest, c_of, p.demand[movable])
+
+        def allowed(g_pool, g_arch, g_cap):  # (C, groups): class may go there (its pool, an eligible architecture, it fits empty)
+            return ((c_group[:, None] == g_pool[None, :]) & c_eligible[:, g_arch.astype(np.int64)]
+                    & (c_demand[:, None, :] <= g_cap[None, :, :] + TOLERANCE).all(axis=2))
+
+        to_receiving = allowed(receiving[:, 0], receiving[:, 1], receiving[:, 2:2 + D])
+        fits_room = (c_demand[:, None, :] <= g_largest[None, :, :]).all(axis=2)
+        f_c, f_g = np.nonzero(to_receiving & fits_room)
+        p_c, p_g = np.nonzero(to_receiving & ~fits_room)
+        o_c, o_k = np.nonzero(allowed(openable[:, 0], openable[:, 1], k_cap))
+        present = np.zeros((C, G))
+        np.add.at(present, (c_of, host_group[p.current[movable]]), 1)
+        m_c, m_g = np.nonzero(present)
+        E = len(emptiable)
+        self.blocks = {name: n for name, n in zip("yzFPOM", (E, K, len(f_c), len(p_c), len(o_c), len(m_c)))}
+        y, z, F, P, O, M = self._columns()
+        self.cost = np.zeros(sum(self.blocks.values()))
+        self.cost[y] = -p.primary_cost[emptiable]
+        self.cost[z] = k_cost
+        self.var_ub = np.full(len(self.cost), np.inf)
+        self.var_ub[y] = 1.0
+        self.var_ub[z] = k_count
+        self.var_ub[M] = present[m_c, m_g]
+        self._rows, self._cols, self._vals, lb, ub = [], [], [], [], []
+
+        def add(row, col, val):
+            self._rows.append(np.asarray(row) + len(lb))
+            self._cols.append(np.asarray(col))
+            self._vals.append(np.broadcast_to(np.asarray(val, dtype=float), np.shape(col)))
+
+        # Each class: what arrives = what leaves (the emptied hosts' tasks and the tasks moved off open hosts).
+        on_emptiable = np.full(p.n_hosts, -1)
+        on_emptiable[emptiable] = np.arange(E)
+        host_of = on_emptiable[p.current[movable]]
+        here = host_of >= 0
+        pair, leaving = np.unique(c_of[here].astype(np.int64) * E + host_of[here], return_counts=True)
+        lc, lh = np.divmod(pair, E)
+        for c, cols, sign in ((f_c, F, 1), (p_c, P, 1), (o_c, O, 1), (m_c, M, -1)):
+            add(c, cols, sign)
+        add(lc, y[lh], -leaving)
+        lb += [0.0] * C
+        ub += [0.0] * C
+        e_group = host_group[emptiable]
+        for d in range(D):
+            # A receiving group's room: its hosts that stay open, and what moves off them.
+            add(f_g, F, c_demand[f_c, d])
+            add(p_g, P, c_demand[p_c, d])
+            add(e_group, y, room[emptiable, d])
+            add(m_g, M, -c_largest[m_c, d])
+            lb += [-np.inf] * G
+            ub += g_room[:, d].tolist()
+        for d in range(D):
+            # A task that does not fit the largest room of its group lands on a host that a move made room on: at most one such
+            # host per move off the group, each with at most the group's largest room.
+            add(p_g, P, c_demand[p_c, d])
+            add(m_g, M, -(c_largest[m_c, d] + g_largest[m_g, d]))
+            lb += [-np.inf] * G
+            ub += [0.0] * G
+        for d in range(D):
+            add(o_k, O, c_demand[o_c, d])
+            add(np.arange(K), z, -k_cap[:, d])
+            lb += [-np.inf] * K
+            ub += [0.0] * K
+        pools = int(group.max(initial=0)) + 1
+        pool_room = np.zeros((pools, D))
+        np.add.at(pool_room, group, room)
+        for d in range(D):
+            # Per pool, exact demands: what leaves the emptied hosts fits the room of the others and the opened hosts.
+            add(group[emptiable], y, loads[emptiable, d] + room[emptiable, d])
+            add(openable[:, 0].astype(np.int64), z, -k_cap[:, d])
+            lb += [-np.inf] * pools
+            ub += pool_room[:, d].tolist()
+        if budget is not None:
+            add(np.zeros(E, dtype=np.int64), y, counts[emptiable])
+            add(np.zeros(len(M), dtype=np.int64), M, 1.0)
+            lb.append(-np.inf)
+            ub.append(float(budget))
+        self.row_lb, self.row_ub = np.array(lb), np.array(ub)
+        self._host_pool, self._moves, self._cost = group[emptiable], counts[emptiable].astype(float), p.primary_cost[emptiable]
+        self._k_pool, self._k_cost, self._m_pool = openable[:, 0].astype(np.int64), k_cost, receiving[m_g, 0].astype(np.int64)
+
+    def _columns(self) -> list[np.ndarray]:
+        edges = np.cumsum([0, *self.blocks.values()])
+        return [np.arange(a, b) for a, b in zip(edges[:-1], edges[1:])]
+
+    def matrix(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return np.concatenate(self._rows), np.concatenate(self._cols), np.concatenate(self._vals)
+
+    def by_group(self, x: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+        """Moves and primary cost freed per pool in the LP solution ``x``."""
+        y, z, _, _, _, M = self._columns()
+        moves = (np.bincount(self._host_pool, weights=self._moves * x[y], minlength=n_groups)
+                 + np.bincount(self._m_pool, weights=x[M], minlength=n_groups))
+        freed = (np.bincount(self._host_pool, weights=self._cost * x[y], minlength=n_groups)
+                 - np.bincount(self._k_pool, weights=self._k_cost * x[z], minlength=n_groups))
+        return moves, freed
 
 
 #: Distinct (eligibility, demand) rows above which :func:`repack_cost_bound` rounds demands down (module doc).
@@ -257,20 +392,38 @@ def repack_cost_bound(problem: PlacementProblem, time_limit: float = 30.0) -> Co
     return CostBound(value, "repack-lower", res.optimal, {"hosts_per_arch": hosts, **detail}, task_arch=preferred)
 
 
-def _rounded_demand(signature: np.ndarray, demand: np.ndarray, cap: np.ndarray) -> tuple[np.ndarray, int | None]:
-    """``demand`` rounded down to the coarsest grid that leaves at most :data:`MAX_REPACK_ROWS` distinct rows, and that
-    grid (1/grid of the largest capacity per dimension); ``demand`` itself and None when it has no more rows than that."""
-    if len(np.unique(np.hstack([signature, demand]), axis=0)) <= MAX_REPACK_ROWS:
+def unique_rows(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of ``matrix`` (n, k), in order of first appearance, and each row's index among them.
+
+    By hashing (pandas), not by sorting rows as ``np.unique(axis=0)`` does (0.4 s a call on 148,000 tasks' rows).
+    """
+    codes = pd.DataFrame(matrix).groupby(list(range(matrix.shape[1])), sort=False, dropna=False).ngroup().to_numpy()
+    return matrix[np.unique(codes, return_index=True)[1]], codes
+
+
+def _rounded_demand(signature: np.ndarray, demand: np.ndarray, cap: np.ndarray, max_rows: int | None = None) -> tuple[np.ndarray, int | None]:
+    """``demand`` rounded down to the finest grid that leaves at most ``max_rows`` (default :data:`MAX_REPACK_ROWS`) distinct
+    rows, and that grid (1/grid of the largest capacity per dimension); ``demand`` itself and None when it has no more rows than that."""
+    max_rows = MAX_REPACK_ROWS if max_rows is None else max_rows
+    if len(unique_rows(np.hstack([signature, demand]))[0]) <= max_rows:
         return demand, None
     top = cap.max(axis=0)
-    grid = FINEST_REPACK_GRID
-    while True:
+
+    def rounded(grid: int) -> np.ndarray:
         unit = np.where(top > 0, top / grid, 1.0)
         # The minimum guards against a quotient that rounds up to the next integer.
-        rounded = np.minimum(np.floor(demand / unit) * unit, demand)
-        if grid == 1 or len(np.unique(np.hstack([signature, rounded]), axis=0)) <= MAX_REPACK_ROWS:
-            return rounded, grid
-        grid //= 2
+        return np.minimum(np.floor(demand / unit) * unit, demand)
+
+    # A grid refines the next coarser one (half its unit), so the distinct rows only grow with the grid: bisect for the finest that fits.
+    grids = [FINEST_REPACK_GRID >> k for k in range(FINEST_REPACK_GRID.bit_length())]
+    lo, hi = 0, len(grids) - 1  # grids[hi] == 1 always qualifies
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if len(unique_rows(np.hstack([signature, rounded(grids[mid])]))[0]) <= max_rows:
+            hi = mid
+        else:
+            lo = mid + 1
+    return rounded(grids[lo]), grids[lo]
 
 
 def _lagrangian_repack_bound(prices: np.ndarray, allowed: np.ndarray, demand: np.ndarray, cap: np.ndarray, cost: np.ndarray,
