@@ -154,7 +154,7 @@ def minimize(cost: np.ndarray, matrix: tuple[np.ndarray, np.ndarray, np.ndarray]
 #: groups the hosts that may receive tasks: hosts of one group pool their room in the LP.
 ROOM_LEVELS = 4
 #: Most (task class, receiving group) pairs in :func:`freeable_cost_bound`'s LP: above, demands are rounded down to a coarser grid.
-MAX_FREEABLE_PAIRS = 100_000
+MAX_FREEABLE_PAIRS = 30_000
 
 
 def freeable_cost_bound(problem: PlacementProblem, budget: int | None = None, groups: np.ndarray | None = None) -> CostBound:
