@@ -374,3 +374,25 @@ def test_best_fit_keeps_room_usable_in_every_dimension_rather_than_stranded_in_o
                                   demand=np.array([[0.25, 0.25], [0.5, 0.0], [0.25, 0.25]]))
     host, _ = engine.best_host(PlacementState(problem, problem.current), 0, np.ones(3, dtype=bool))
     assert host == 1
+
+
+def test_a_search_that_gives_up_before_its_time_limit_says_why():
+    problem = random_problem(5, 40, 12, max_moves=6, weights=GoalWeights(fragmentation=0.0, moves=0.0))
+    phases = []
+    config = EngineConfig(time_limit=60.0, lns_hosts=4, lns_time=0.05, progress=lambda report: phases.append(report.phase))
+    result = solve_engine(problem, config)
+    assert result.wall_s < 30.0
+    assert result.stats["search_ended"] == engine.GAVE_UP == f"{engine.STALE_NEIGHBOURHOODS} neighbourhoods in a row without a gain"
+    assert phases[-1] == "search ended early"
+    from packer.cli.output import _status
+
+    summary = {"status": "feasible", "bound": None, "gap": None, "objective": {"total": result.objective}, "context": {"goal": "tco"},
+               "solver": {"stats": result.stats}}
+    assert _status(summary).endswith(f"; the search ended before its time limit: {engine.GAVE_UP}")
+
+
+def test_a_search_that_runs_to_its_time_limit_does_not_say_it_gave_up(monkeypatch):
+    monkeypatch.setattr(engine, "STALE_NEIGHBOURHOODS", 10**9)
+    problem = random_problem(5, 40, 12, max_moves=6)
+    result = solve_engine(problem, EngineConfig(time_limit=1.0, lns_hosts=4, lns_time=0.05))
+    assert result.wall_s >= 0.9 and "search_ended" not in result.stats

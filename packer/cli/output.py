@@ -213,6 +213,8 @@ def _status(summary: dict) -> str:
         status += "; interrupted (best plan so far)"
     elif stats.get("timed_out"):
         status += "; stopped at the time limit"
+    elif stats.get("search_ended"):
+        status += f"; the search ended before its time limit: {stats['search_ended']}"
     return status
 
 
