@@ -57,6 +57,26 @@ def test_room_in_the_wrong_dimension_frees_nothing():
     assert freeable_cost_bound(problem).value < 1.0 - 1e-6
 
 
+def test_a_host_over_capacity_today_receives_once_a_move_brings_it_within_capacity():
+    """h0 is over in memory with CPU to spare: moving a off it lets b in, and h1 closes (found in review)."""
+    problem = two_shaped_problem(0, 4, 3, budget=2)
+    problem = PlacementProblem(**{**problem.__dict__, "demand": np.array([[1.0, 3.0], [1.0, 3.0], [10.0, 1.0], [14.0, 0.5]]),
+                                  "capacity": np.full((3, 2), [16.0, 4.0]), "host_arch": np.zeros(3, dtype=np.int64), "cost": np.ones(3),
+                                  "eligible": np.ones((4, 2), dtype=bool), "current": np.array([0, 0, 1, 2]),
+                                  "movable": np.array([True, False, True, True])})
+    assert freed_at_best(problem) == 1.0
+    assert freeable_cost_bound(problem).value >= 1.0 - 1e-6
+
+
+def test_a_task_over_a_host_by_less_than_the_tolerance_still_fits_it():
+    problem = two_shaped_problem(0, 1, 2, budget=1)
+    problem = PlacementProblem(**{**problem.__dict__, "demand": np.array([[1.0 + 9e-7, 1.0]]), "capacity": np.array([[2.0, 64.0], [1.0, 64.0]]),
+                                  "host_arch": np.array([1, 0]), "cost": np.array([2.0, 1.0]), "eligible": np.ones((1, 2), dtype=bool),
+                                  "current": np.array([0]), "movable": np.ones(1, dtype=bool)})
+    assert freed_at_best(problem) == 1.0
+    assert freeable_cost_bound(problem).value >= 1.0 - 1e-8  # without the tolerance: 1 - 4e-7
+
+
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 10_000), n_tasks=st.integers(2, 10), n_hosts=st.integers(2, 6), budget=st.integers(1, 6))
 def test_the_bound_holds_against_the_proven_optimum_where_room_is_scarce(seed, n_tasks, n_hosts, budget):

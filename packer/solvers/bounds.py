@@ -26,7 +26,9 @@
   that leaves a host that stays open, making at most ``u_c`` room, the class's
   largest exact demand) made room on, so at most one such host per move, each with
   at most ``L_g`` room. A class goes only where it is eligible and fits an empty
-  host. Any plan within the budget gives such a solution, so the bound is valid;
+  host. A host over capacity today may receive once moves off it bring it within
+  capacity: its room is what it has left in the dimensions it is not over. Room and
+  capacity count :data:`~packer.model.metrics.TOLERANCE` as the rules do. Any plan within the budget gives such a solution, so the bound is valid;
   it relaxes item sizes within a group, spread, the guards and the other rules.
   On the slack-scarce 10,000-task trace of issue 11 it is 403 where the room summed
   per dimension over the whole fleet (the last row alone) gave 478.
@@ -203,8 +205,9 @@ class _FreeableLP:
         p = problem
         D, A = len(p.dims), len(p.arch_names)
         loads = host_loads(p, p.current)
-        # A host over capacity today receives only what leaves it (packer.rules.capacity): no room of its own.
-        room = np.where(~initially_overloaded(p)[:, None], np.clip(p.capacity - loads, 0, None), 0.0) + TOLERANCE
+        # A host over capacity today may receive once what leaves it brings it within capacity (packer.rules.capacity):
+        # its room in a dimension it is over is none, in the others what is left. Capacity holds to within TOLERANCE.
+        room = np.clip(p.capacity - loads, 0, None) + TOLERANCE
         occupied, empty = np.flatnonzero(counts > 0), np.flatnonzero(counts == 0)
         # Receiving groups: occupied hosts by pool, architecture, capacity and the shape of their room.
         shape = np.minimum(np.floor(room[occupied] / p.capacity[occupied] * ROOM_LEVELS), ROOM_LEVELS)
@@ -219,7 +222,7 @@ class _FreeableLP:
         openable, k_of = unique_rows(np.column_stack([group[empty], p.host_arch[empty], p.capacity[empty], p.primary_cost[empty]]))
         k_count = np.bincount(k_of, minlength=len(openable))
         K = len(openable)
-        k_cap, k_cost = openable[:, 2:2 + D], openable[:, 2 + D]
+        k_cap, k_cost = openable[:, 2:2 + D] + TOLERANCE, openable[:, 2 + D]
         # Task classes: movable tasks by pool, eligibility and demand rounded down (a relaxation) so that the pairs stay few.
         movable = np.flatnonzero(p.movable)
         signature = np.column_stack([group[p.current[movable]], p.eligible[movable]])
@@ -238,7 +241,7 @@ class _FreeableLP:
         fits_room = (c_demand[:, None, :] <= g_largest[None, :, :]).all(axis=2)
         f_c, f_g = np.nonzero(to_receiving & fits_room)
         p_c, p_g = np.nonzero(to_receiving & ~fits_room)
-        o_c, o_k = np.nonzero(allowed(openable[:, 0], openable[:, 1], k_cap))
+        o_c, o_k = np.nonzero(allowed(openable[:, 0], openable[:, 1], openable[:, 2:2 + D]))
         present = np.zeros((C, G))
         np.add.at(present, (c_of, host_group[p.current[movable]]), 1)
         m_c, m_g = np.nonzero(present)
