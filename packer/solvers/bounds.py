@@ -67,6 +67,7 @@
 from __future__ import annotations
 
 import datetime
+import logging
 from dataclasses import dataclass
 from typing import Callable
 
@@ -79,6 +80,8 @@ from ortools.util.python import solve_interrupter
 from packer import interrupt
 from packer.model.metrics import TOLERANCE, host_loads, initially_overloaded
 from packer.model.problem import PlacementProblem
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -182,8 +185,13 @@ def freeable_cost_bound(problem: PlacementProblem, budget: int | None = None, gr
         return CostBound(0.0, "freeable", True, {"emptiable_hosts": int(len(emptiable)), **nothing})
     lp = _FreeableLP(problem, emptiable, counts, group, budget)
     # HiGHS: GLOP cycled without end on a 100-column instance of this LP (found in review); HiGHS solved it in 0.01 s.
-    solution = minimize(lp.cost, lp.matrix(), (lp.row_lb, lp.row_ub), (np.zeros(len(lp.cost)), lp.var_ub),
-                        np.zeros(len(lp.cost), dtype=bool), mathopt.SolverType.HIGHS, time_limit=FREEABLE_LP_SECONDS)
+    # HiGHS in turn raised on 1 in ~6,000 random instances (OR-Tools 9.15 reports "optimal" without a solution): GLOP then.
+    args = (lp.cost, lp.matrix(), (lp.row_lb, lp.row_ub), (np.zeros(len(lp.cost)), lp.var_ub), np.zeros(len(lp.cost), dtype=bool))
+    try:
+        solution = minimize(*args, mathopt.SolverType.HIGHS, time_limit=FREEABLE_LP_SECONDS)
+    except (AttributeError, RuntimeError, ValueError) as exc:
+        log.warning("HiGHS failed on the freeable bound's LP (%s); solving it with GLOP", exc)
+        solution = minimize(*args, mathopt.SolverType.GLOP, time_limit=FREEABLE_LP_SECONDS)
     if not solution.optimal:
         # Fall back to the trivial bound: every emptiable host's cost.
         return CostBound(float(problem.primary_cost[emptiable].sum()), "freeable", False, {"lp_status": solution.reason, **nothing})
