@@ -310,7 +310,7 @@ class _FreeableLP:
         pool_room = np.zeros((pools, D))
         np.add.at(pool_room, group, room)
         for d in range(D):
-            # Per pool, exact demands: what leaves the emptied hosts fits the room of the others and the opened hosts.
+            # Per pool, exact demands: what leaves the emptied hosts fits the room of all others (empty hosts' counted too).
             add(group[emptiable], y, loads[emptiable, d] + room[emptiable, d])
             add(openable[:, 0].astype(np.int64), z, -k_cap[:, d])
             lb += [-np.inf] * pools
@@ -430,7 +430,7 @@ def _rounded_demand(signature: np.ndarray, demand: np.ndarray, cap: np.ndarray, 
 
     # A grid refines the next coarser one (half its unit), so the distinct rows only grow with the grid: bisect for the finest that fits.
     grids = [FINEST_REPACK_GRID >> k for k in range(FINEST_REPACK_GRID.bit_length())]
-    lo, hi = 0, len(grids) - 1  # grids[hi] == 1 always qualifies
+    lo, hi = 0, len(grids) - 1  # grid 1 is taken even if it does not fit, as before: max_rows is a target, not a cap
     while lo < hi:
         mid = (lo + hi) // 2
         if len(unique_rows(np.hstack([signature, rounded(grids[mid])]))[0]) <= max_rows:
