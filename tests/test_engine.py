@@ -396,3 +396,22 @@ def test_a_search_that_runs_to_its_time_limit_does_not_say_it_gave_up(monkeypatc
     problem = random_problem(5, 40, 12, max_moves=6)
     result = solve_engine(problem, EngineConfig(time_limit=1.0, lns_hosts=4, lns_time=0.05))
     assert result.wall_s >= 0.9 and "search_ended" not in result.stats
+
+
+def test_pools_whose_searches_gave_up_say_so_in_the_merged_result(monkeypatch):
+    from packer.model.build import RuleOptions, make_rules
+    from packer.rules.pools import Pools
+    from packer.solvers import run
+    from packer.solvers.result import SolveResult
+
+    base = random_problem(5, 40, 12, max_moves=6)
+    problem = dataclasses.replace(base, rules=make_rules(RuleOptions(max_moves=6), pools=Pools(np.arange(12) % 3, ("a", "b", "c"))))
+
+    def gives_up(pool, solver, seconds, seed, deterministic=False):
+        return SolveResult(assign=pool.current.copy(), status="feasible", objective=evaluate(pool, pool.current).objective,
+                           bound=-np.inf, solver="engine", wall_s=0.0, stats={"search_ended": engine.GAVE_UP})
+
+    monkeypatch.setattr(run, "run_solver", gives_up)
+    result = run._run_pools(problem, "engine", 3.0, 0, None, False, None)
+    assert result.stats["search_ended"] == f"{engine.GAVE_UP} (in 3 of 3 pools)"
+    assert "timed_out" not in result.stats

@@ -221,7 +221,8 @@ class _FreeableLP:
         room = np.clip(p.capacity - loads, 0, None) + TOLERANCE
         occupied, empty = np.flatnonzero(counts > 0), np.flatnonzero(counts == 0)
         # Receiving groups: occupied hosts by pool, architecture, capacity and the shape of their room.
-        shape = np.minimum(np.floor(room[occupied] / p.capacity[occupied] * ROOM_LEVELS), ROOM_LEVELS)
+        share = np.divide(room[occupied], p.capacity[occupied], out=np.ones((len(occupied), D)), where=p.capacity[occupied] > 0)
+        shape = np.minimum(np.floor(share * ROOM_LEVELS), ROOM_LEVELS)
         receiving, g_of = unique_rows(np.column_stack([group[occupied], p.host_arch[occupied], p.capacity[occupied], shape]))
         G = self.n_receiving = len(receiving)
         host_group = np.full(p.n_hosts, -1)
@@ -308,9 +309,9 @@ class _FreeableLP:
             ub += [0.0] * K
         pools = int(group.max(initial=0)) + 1
         pool_room = np.zeros((pools, D))
-        np.add.at(pool_room, group, room)
+        np.add.at(pool_room, group[occupied], room[occupied])
         for d in range(D):
-            # Per pool, exact demands: what leaves the emptied hosts fits the room of all others (empty hosts' counted too).
+            # Per pool, exact demands: what leaves the emptied hosts fits the room of occupied hosts and of the empty ones opened.
             add(group[emptiable], y, loads[emptiable, d] + room[emptiable, d])
             add(openable[:, 0].astype(np.int64), z, -k_cap[:, d])
             lb += [-np.inf] * pools

@@ -162,6 +162,17 @@ class PoolsOutcome:
         return any(r is not None and r.stats.get("interrupted") for r in self.results)
 
     @property
+    def timed_out(self) -> bool:
+        return any(r is not None and r.stats.get("timed_out") for r in self.results)
+
+    @property
+    def search_ended(self) -> str | None:
+        """Why some pools' searches ended before their share of the time limit (``stats["search_ended"]``), or None."""
+        ended = [r.stats["search_ended"] for r in self.results if r is not None and r.stats.get("search_ended")]
+        ran = sum(r is not None for r in self.results)
+        return f"{ended[0]} (in {len(ended)} of {ran} pools)" if ended else None
+
+    @property
     def all_optimal(self) -> bool:
         """Every pool with tasks was solved to optimality."""
         return all(r is not None and r.status == "optimal" for r, line in zip(self.results, self.lines) if line["tasks"])
