@@ -415,3 +415,25 @@ def test_pools_whose_searches_gave_up_say_so_in_the_merged_result(monkeypatch):
     result = run._run_pools(problem, "engine", 3.0, 0, None, False, None)
     assert result.stats["search_ended"] == f"{engine.GAVE_UP} (in 3 of 3 pools)"
     assert "timed_out" not in result.stats
+
+
+def test_stranded_room_hosts_are_those_with_most_room_in_one_dimension_within_the_task_cap():
+    # Room as a share of capacity: h0 (0.5 cpu), h1 (0.9 mem), h2 (0.3 of each), h3 (full), h4 (0.6 cpu, 3 tasks).
+    one_dim = small_problem([0.5, 0.1, 0.7, 1.0, 0.1, 0.1, 0.2], [1.0] * 5, [1.0] * 5, [0, 1, 2, 3, 4, 4, 4])
+    problem = dataclasses.replace(one_dim, dims=("cpu", "mem"), frag_dims=(0, 1), capacity=np.ones((5, 2)),
+                                  demand=np.array([[0.5, 1.0], [1.0, 0.1], [0.7, 0.7], [1.0, 1.0], [0.1, 0.1], [0.1, 0.1], [0.2, 0.8]]))
+    state = PlacementState(problem, problem.current)
+    open_hosts = np.arange(5)
+    assert engine.stranded_room_hosts(state, open_hosts, 10).tolist() == [1, 4, 0, 2, 3]
+    assert engine.stranded_room_hosts(state, open_hosts, 4).tolist() == [1, 4]  # h0's task would pass the cap
+    assert engine.stranded_room_hosts(state, open_hosts, 6).tolist() == [1, 4, 0, 2]
+
+
+def test_a_search_that_stalls_tries_the_hosts_with_stranded_room(monkeypatch):
+    calls = []
+    stranded = engine.stranded_room_hosts
+    monkeypatch.setattr(engine, "stranded_room_hosts", lambda *args: calls.append(args[2]) or stranded(*args))
+    problem = random_problem(5, 60, 20, max_moves=None, weights=GoalWeights(fragmentation=0.0, moves=0.0))
+    result = solve_engine(problem, EngineConfig(time_limit=3.0, lns_hosts=4, lns_time=0.05, deterministic=True))
+    assert calls and set(calls) == {engine.NEIGHBOURHOOD_TASKS}
+    assert violations(problem, result.assign) == []

@@ -150,6 +150,7 @@ class PatternResult:
     master: "Master"
     wall_s: float = 0.0
     gave_up: bool = False  # stopped early, the LP still far above ``give_up_above``: no packing from these columns
+    useless: bool = False  # stopped early, the LP of rounded classes at or below ``useless_below``: no better bound, no packing
     capped: bool = False  # a deterministic run cut by its wall-clock cap (packer.solvers.clock): another run may differ
 
     @property
@@ -165,6 +166,7 @@ class PatternResult:
 
         return {"pattern_bound": finite(self.bound), "pattern_lp": finite(self.lp), "pattern_converged": self.converged,
                 "pattern_iterations": self.iterations, "pattern_columns": len(self.master.columns), "pattern_gave_up": self.gave_up,
+                "pattern_useless": self.useless,
                 "pattern_classes": len(self.classes.count), "pattern_grid": self.classes.grid, "pattern_wall_s": round(self.wall_s, 2)}
 
 
@@ -609,7 +611,8 @@ def _duals(result: mathopt.SolveResult, master: "Master") -> tuple[np.ndarray, n
 
 
 def column_generation(problem: PlacementProblem, time_limit: float = 30.0, max_classes: int = 300,
-                      pricing_time: float = 2.0, give_up_above: float = np.inf, deterministic: bool = False) -> PatternResult | None:
+                      pricing_time: float = 2.0, give_up_above: float = np.inf, useless_below: float = -np.inf,
+                      deterministic: bool = False) -> PatternResult | None:
     """Run column generation (module doc) for at most ``time_limit`` seconds; None where it does not apply (:func:`supported`).
 
     ``deterministic``: count ``time_limit`` as work (:mod:`packer.solvers.clock`), so the result does not depend on load.
@@ -617,6 +620,11 @@ def column_generation(problem: PlacementProblem, time_limit: float = 30.0, max_c
     ``give_up_above`` (primary-cost units): stop after 40% of the time while the master LP
     is still above it (e.g. 1.1 × another lower bound): columns that far from a packing
     will not give a useful one, and the time is better spent by the caller.
+
+    ``useless_below`` (primary-cost units, e.g. another lower bound): on rounded classes, stop
+    once the master LP is at or below it (:attr:`PatternResult.useless`). The bound can then
+    no longer exceed it (it is at most the LP, which only falls), and a packing from classes
+    that rounding made unlike the tasks is not worth building.
     """
     if not supported(problem):
         return None
@@ -667,7 +675,7 @@ def column_generation(problem: PlacementProblem, time_limit: float = 30.0, max_c
 
     best_bound, lp_value, converged, iterations = -np.inf, np.inf, False, 0
     integral = types.whole_costs
-    gave_up = False
+    gave_up = useless = False
     pricing = _Pricing(classes, types, pricing_time, deterministic)
     lp = mathopt.IncrementalSolver(model, mathopt.SolverType.GLOP)  # warm-started after each new column
     # A stop request (packer.interrupt) ends the loop: the bound of the last priced iteration stands.
@@ -680,6 +688,9 @@ def column_generation(problem: PlacementProblem, time_limit: float = 30.0, max_c
                 log.warning("pattern master LP: %s", result.termination.reason.name)
             break
         lp_value = float(result.objective_value())
+        if not classes.exact and lp_value + types.constant <= useless_below:
+            useless = True
+            break
         pi, mu = _duals(result, master)
         added, upper, proven = pricing.price(master, pi, mu, clock)
         best_bound = max(best_bound, _lagrangian_bound(pi, upper, classes, types))
@@ -693,8 +704,7 @@ def column_generation(problem: PlacementProblem, time_limit: float = 30.0, max_c
             break
     lp_value += types.constant
     return PatternResult(bound=best_bound, lp=lp_value, converged=converged, iterations=iterations, classes=classes, types=types,
-                         master=master, wall_s=clock.wall(), gave_up=gave_up,
-                         capped=clock.capped)
+                         master=master, wall_s=clock.wall(), gave_up=gave_up, useless=useless, capped=clock.capped)
 
 
 def pattern_packing(problem: PlacementProblem, found: PatternResult, time_limit: float = 10.0,
@@ -717,7 +727,9 @@ def pattern_packing(problem: PlacementProblem, found: PatternResult, time_limit:
     :data:`~packer.solvers.clock.WALL_CAP` times it).
 
     None when the problem has rules the packing does not honour (:data:`PACKING_RULES`),
-    column generation ran out of time before its first iteration or, on classes whose grid
+    column generation ran out of time before its first iteration or stopped as useless
+    (:attr:`PatternResult.useless`: on every trace measured its classes were then too coarse for a
+    packing anywhere near the engine's, e.g. 2,330 against 2,280 on the known-optimum family) or, on classes whose grid
     rounds away more than :data:`UNSETTLED_ROUNDING` of the demand, neither converged nor
     brought its bound up to its LP (its packings were then far above the engine's plans on every
     trace measured: Bitbrains 14-16 hosts against 10, g5k 2,206 against 1,756, 37,000 tasks
@@ -726,7 +738,7 @@ def pattern_packing(problem: PlacementProblem, found: PatternResult, time_limit:
     still break a rule the caller checks; the engine only keeps a valid start.
     """
     master = found.master
-    if any(rule.name not in PACKING_RULES for rule in problem.rules) or not master.columns or found.iterations == 0:
+    if any(rule.name not in PACKING_RULES for rule in problem.rules) or not master.columns or found.iterations == 0 or found.useless:
         return None  # no iteration: no prices, and the columns are today's hosts and a first fit (37,000 tasks: 6 s for nothing)
     integral = np.isfinite(found.bound) and found.types.whole_costs
     target = math.ceil(found.bound - 1e-6) if integral else found.bound  # -inf when column generation ran out before its first bound

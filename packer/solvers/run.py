@@ -188,7 +188,8 @@ def _pattern_bound_and_start(problem: PlacementProblem, time_limit: float, detai
     ``time_limit``): if it meets the lower bound it is optimal, and column generation is
     not run. Column generation gets :data:`PATTERN_TIME_SHARE` of ``time_limit`` for the bound
     and as much again, plus what the bound left unused, for the integer packing (and
-    :data:`PATTERN_PROOF_SHARE` more where it may prove the optimum); the engine
+    :data:`PATTERN_PROOF_SHARE` more where it may prove the optimum), but none where it
+    stopped as useless (:attr:`~packer.solvers.patterns.PatternResult.useless`); the engine
     gets the rest. ``clock``: the solve's; a deterministic one is charged each share that was
     used, whole.
     """
@@ -213,14 +214,15 @@ def _pattern_bound_and_start(problem: PlacementProblem, time_limit: float, detai
         if detail["perfect_packing"] <= lower + 1e-6:
             return lower, perfect
     report("column generation")
-    clock.spend(2.0 * PATTERN_TIME_SHARE * time_limit)
+    share = PATTERN_TIME_SHARE * time_limit
+    clock.spend(share)
     lower, found = pattern_lower_bound(problem, time_limit, detail["primary_lower_bound"], deterministic)
     detail.update(found.detail)
     if lower > detail["primary_lower_bound"]:
         detail.update(primary_lower_bound=lower, kind="lower bound on primary cost (full repack, column generation over host patterns)")
-    if interrupt.stop_requested():
+    if interrupt.stop_requested() or found.useless:
         return detail["primary_lower_bound"], perfect
-    share = PATTERN_TIME_SHARE * time_limit
+    clock.spend(share)
     # What column generation left of its share goes to the packing too (not when deterministic: a wall time is not reproducible).
     packing_time = share if deterministic else max(share, 2.0 * share - found.wall_s)
     if found.provable:  # its packing can prove the optimum (a dive, then an integer master)
@@ -242,13 +244,14 @@ def pattern_lower_bound(problem: PlacementProblem, time_limit: float, milp_bound
                         deterministic: bool = False) -> tuple[float, PatternResult]:
     """A full repack's column-generation lower bound on the primary cost, as a solve of ``time_limit`` seconds computes it.
 
-    Column generation gets :data:`PATTERN_TIME_SHARE` of ``time_limit`` and gives up above
-    :data:`PATTERN_GIVE_UP` × ``milp_bound`` (the MILP bound over architectures); its bound is
+    Column generation gets :data:`PATTERN_TIME_SHARE` of ``time_limit``, gives up above
+    :data:`PATTERN_GIVE_UP` × ``milp_bound`` (the MILP bound over architectures) and stops as
+    useless once, on rounded classes, its LP is at or below ``milp_bound``; its bound is
     rounded up where costs are integral. Returns the bound (primary-cost units) and the run.
     ``deterministic``: time counted as work (:mod:`packer.solvers.clock`), so every run gives the same bound.
     """
     found = column_generation(problem, time_limit=PATTERN_TIME_SHARE * time_limit, give_up_above=PATTERN_GIVE_UP * milp_bound,
-                              deterministic=deterministic)
+                              useless_below=milp_bound, deterministic=deterministic)
     return _integral_lower_bound(problem, found.bound), found
 
 
