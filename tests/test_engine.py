@@ -427,13 +427,41 @@ def test_stranded_room_hosts_are_those_with_most_room_in_one_dimension_within_th
     assert engine.stranded_room_hosts(state, open_hosts, 10).tolist() == [1, 4, 0, 2, 3]
     assert engine.stranded_room_hosts(state, open_hosts, 4).tolist() == [1, 4]  # h0's task would pass the cap
     assert engine.stranded_room_hosts(state, open_hosts, 6).tolist() == [1, 4, 0, 2]
+    assert engine.stranded_room_hosts(state, open_hosts, 0).tolist() == [1, 4]  # a neighbourhood has two hosts at least
 
 
-def test_a_search_that_stalls_tries_the_hosts_with_stranded_room(monkeypatch):
+def _record_sub_solves(monkeypatch) -> list[dict]:
     calls = []
+    solve = engine.solve_subproblem
+
+    def recorded(problem, assign, tasks, hosts, **kwargs):
+        calls.append({"hosts": set(hosts.tolist()), **kwargs})
+        return solve(problem, assign, tasks, hosts, **kwargs)
+
+    monkeypatch.setattr(engine, "solve_subproblem", recorded)
+    return calls
+
+
+def test_a_full_repack_that_stalls_re_solves_the_hosts_with_stranded_room_with_cp_sats_portfolio(monkeypatch):
+    chosen = []
     stranded = engine.stranded_room_hosts
-    monkeypatch.setattr(engine, "stranded_room_hosts", lambda *args: calls.append(args[2]) or stranded(*args))
+    monkeypatch.setattr(engine, "stranded_room_hosts", lambda *args: chosen.append(hosts := stranded(*args)) or hosts)
+    calls = _record_sub_solves(monkeypatch)
     problem = random_problem(5, 60, 20, max_moves=None, weights=GoalWeights(fragmentation=0.0, moves=0.0))
-    result = solve_engine(problem, EngineConfig(time_limit=3.0, lns_hosts=4, lns_time=0.05, deterministic=True))
-    assert calls and set(calls) == {engine.NEIGHBOURHOOD_TASKS}
+    result = solve_engine(problem, EngineConfig(time_limit=3.0, lns_hosts=4, lns_time=0.05))
+    portfolio = [call for call in calls if call.get("deterministic") is False]
+    assert chosen and len(portfolio) == len(chosen)
+    for call, hosts in zip(portfolio, chosen):
+        assert set(hosts.tolist()) <= call["hosts"] and call["num_workers"] == 2
+        assert call["time_limit"] <= engine.STRANDED_TIME * 0.05 + 1e-12
     assert violations(problem, result.assign) == []
+
+
+@pytest.mark.parametrize("max_moves, deterministic", [(None, True), (30, False)])
+def test_stranded_room_is_left_to_full_repacks_on_a_wall_clock(monkeypatch, max_moves, deterministic):
+    """Deterministic: the interleaved search freed nothing there, and a plan must not depend on a parallel search;
+    a move budget: they freed nothing on the slack-scarce trace."""
+    calls = _record_sub_solves(monkeypatch)
+    problem = random_problem(5, 60, 20, max_moves=max_moves, weights=GoalWeights(fragmentation=0.0, moves=0.0))
+    solve_engine(problem, EngineConfig(time_limit=2.0, lns_hosts=4, lns_time=0.05, deterministic=deterministic))
+    assert calls and all("deterministic" not in call for call in calls)

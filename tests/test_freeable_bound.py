@@ -131,3 +131,16 @@ def test_an_lp_that_does_not_finish_leaves_the_trivial_bound(monkeypatch):
     emptiable = (counts > 0) & ~pinned & (counts <= 6)
     assert not got.exact and "lp_status" in got.detail
     assert got.value == problem.primary_cost[emptiable].sum()
+
+
+def test_a_host_without_capacity_in_a_dimension_is_no_error():
+    import warnings
+
+    problem = two_shaped_problem(4, 20, 8, budget=5)
+    capacity = problem.capacity.copy()
+    capacity[problem.current[0], 1] = 0.0  # e.g. a host whose memory is reported as none
+    problem = PlacementProblem(**{**problem.__dict__, "capacity": capacity})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        bound = freeable_cost_bound(problem)
+    assert bound.exact and bound.value >= 0.0

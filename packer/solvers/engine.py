@@ -24,8 +24,9 @@ engine therefore works host by host, on one :class:`~packer.model.state.Placemen
 2. **Large-neighbourhood search** (when time remains): a few dozen hosts around the
    current frontier (the cheapest-to-free hosts still open, and hosts with
    sensitivity excess) are re-solved with CP-SAT with everything else fixed;
-   improvements are kept. Once two in a row gain nothing, every other neighbourhood is
-   the hosts with the most room stranded in one dimension (:func:`stranded_room_hosts`).
+   improvements are kept. In a full repack on a wall clock, once two in a row gain nothing,
+   every other neighbourhood is the hosts with the most room stranded in one dimension
+   (:func:`stranded_room_hosts`).
    After :data:`STALE_NEIGHBOURHOODS` neighbourhoods in a row without a gain the search
    ends before its time limit, and says so (``stats["search_ended"]``, the status line).
 
@@ -620,11 +621,12 @@ def _objective(problem: PlacementProblem, assign: np.ndarray) -> float:
 STALE_NEIGHBOURHOODS = 30
 #: Why a search that gave up ended, as ``stats["search_ended"]`` and the console say it.
 GAVE_UP = f"{STALE_NEIGHBOURHOODS} neighbourhoods in a row without a gain"
-#: After this many neighbourhoods in a row without a gain, every other one is of stranded room (:func:`stranded_room_hosts`).
+#: In a full repack on a wall clock, after this many neighbourhoods in a row without a gain, every other one is of
+#: stranded room (:func:`stranded_room_hosts`).
 STRANDED_AFTER = 2
-#: A stranded-room sub-solve's time, as a multiple of ``EngineConfig.lns_time`` (at 2.5 s, 2-4 hosts freed where 5 s freed 4-7).
+#: A stranded-room sub-solve's time, as a multiple of ``EngineConfig.lns_time`` (at 2.5 s it freed 2-4 hosts where 5 s freed 5-7).
 STRANDED_TIME = 2.5
-#: Most tasks in one neighbourhood (a stranded-room one of 550 tasks freed hosts in 1 of 3 tries where one of 400 did in 3 of 3).
+#: Most tasks in one neighbourhood (stranded-room ones of 550 tasks freed 0-7 hosts where ones of 400 freed 5-7).
 NEIGHBOURHOOD_TASKS = 400
 
 
@@ -647,6 +649,11 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
     n_empty = max(2, config.lns_hosts // 4)
     # A small instance is one neighbourhood: re-solve all of it with the remaining time.
     whole = p.n_hosts <= 2 * config.lns_hosts and int(p.movable.sum()) <= NEIGHBOURHOOD_TASKS
+    # Stranded room pays where hosts may be emptied freely, and only with CP-SAT's parallel portfolio: on the
+    # known-optimum family its neighbourhoods freed 5 and 7 hosts in 5 s, where the interleaved (reproducible) search
+    # and a single worker freed none; on the slack-scarce move budget they freed nothing. The same hosts are tried again
+    # while nothing changes: with the portfolio, each try is another search (550 tasks, three tries: 0, 3 and 0 hosts).
+    use_stranded = p.max_moves is None and not config.deterministic
     while clock.remaining() > config.lns_time and not clock.expired() and stale < STALE_NEIGHBOURHOODS:
         open_hosts = np.flatnonzero(state.count > 0)
         if whole:
@@ -665,10 +672,12 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
             break
         empty = np.flatnonzero((state.count == 0) & state.receiver)
         cheap = empty[np.argsort(price[empty], kind="stable")][:n_empty]
-        seconds, stranded = config.lns_time, stale >= STRANDED_AFTER and stale % 2 == 0
+        seconds = config.lns_time
+        stranded = use_stranded and stale >= STRANDED_AFTER and stale % 2 == 0
         if stranded:
             hosts = np.union1d(stranded_room_hosts(state, open_hosts, NEIGHBOURHOOD_TASKS), cheap)
-            seconds = STRANDED_TIME * config.lns_time
+            # Longer, but leaving the loop's one lns_time for a last ordinary neighbourhood rather than past the limit.
+            seconds = min(STRANDED_TIME * config.lns_time, max(config.lns_time, clock.remaining() - config.lns_time))
         else:
             # Seed hosts: cheap-to-free open hosts (few tasks, high cost) and hosts with sensitivity excess.
             weight = state.open_cost[open_hosts] / np.maximum(state.count[open_hosts], 1)
@@ -684,11 +693,8 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
         if len(tasks) == 0 or len(tasks) > NEIGHBOURHOOD_TASKS:
             stale += 1
             continue
-        seconds = min(seconds, max(config.lns_time, clock.remaining() - config.lns_time))
-        # A stranded-room neighbourhood needs CP-SAT's parallel portfolio: on the known-optimum family it freed 5 and 7 hosts
-        # in 5 s, where the interleaved (reproducible) search and a single worker freed none. On a wall clock only.
-        result = solve_subproblem(p, state.assign, tasks, hosts, time_limit=seconds, seed=int(rng.integers(1 << 30)),
-                                  deterministic=config.deterministic or not stranded)
+        portfolio = {"deterministic": False, "num_workers": 2} if stranded else {}
+        result = solve_subproblem(p, state.assign, tasks, hosts, time_limit=seconds, seed=int(rng.integers(1 << 30)), **portfolio)
         clock.spend(result.stats["deterministic_s"])
         if result.objective < best - 1e-9 and not violations(p, result.assign):
             changed = np.flatnonzero(result.assign != state.assign)
@@ -706,12 +712,13 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
 
 
 def stranded_room_hosts(state: PlacementState, open_hosts: np.ndarray, max_tasks: int) -> np.ndarray:
-    """The open hosts with the most room in any one dimension (a share of capacity), as many as hold at most ``max_tasks`` tasks.
+    """The open hosts with the most room in any one dimension (a share of capacity), as many as hold at most ``max_tasks``
+    tasks (but at least two hosts).
 
     Room left in one dimension only is stranded: no task fits it while the host is full in
     another. Hosts with CPU to spare and hosts with memory to spare, re-solved together, can
     trade tasks until some of them empty: on the known-optimum family (5,000 tasks, 16 hosts of
-    room left, 3 of it usable where it lies) one such neighbourhood of ~50 hosts freed 4-7 hosts,
+    room left, 3 of it usable where it lies) one such neighbourhood of ~50 hosts freed 5-7 hosts,
     where the neighbourhoods of seeds and the most summed room had stopped gaining.
     """
     room = ((state.cap[open_hosts] - state.loads[open_hosts]) * state.inv_cap[open_hosts]).max(axis=1)

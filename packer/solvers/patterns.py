@@ -688,7 +688,7 @@ def column_generation(problem: PlacementProblem, time_limit: float = 30.0, max_c
                 log.warning("pattern master LP: %s", result.termination.reason.name)
             break
         lp_value = float(result.objective_value())
-        if not classes.exact and lp_value + types.constant <= useless_below:
+        if not classes.exact and lp_value + types.constant <= useless_below - 1e-6 * max(1.0, abs(useless_below)):
             useless = True
             break
         pi, mu = _duals(result, master)

@@ -162,10 +162,6 @@ class PoolsOutcome:
         return any(r is not None and r.stats.get("interrupted") for r in self.results)
 
     @property
-    def timed_out(self) -> bool:
-        return any(r is not None and r.stats.get("timed_out") for r in self.results)
-
-    @property
     def search_ended(self) -> str | None:
         """Why some pools' searches ended before their share of the time limit (``stats["search_ended"]``), or None."""
         ended = [r.stats["search_ended"] for r in self.results if r is not None and r.stats.get("search_ended")]

@@ -363,9 +363,7 @@ def _run_pools(problem: PlacementProblem, solver: str, time_limit: float, seed: 
     interrupted = interrupt.stop_requested() or outcome.interrupted
     stats = {"pools": outcome.lines, "interrupted": bool(interrupted), "moves": int((assign != problem.current).sum()),
              "objective_check": objective}
-    if not interrupted and outcome.timed_out:
-        stats["timed_out"] = True
-    elif not interrupted and outcome.search_ended:
+    if not interrupted and outcome.search_ended:
         stats["search_ended"] = outcome.search_ended
     names = {r.solver for r in outcome.results if r is not None}
     name = names.pop() if len(names) == 1 and (names <= {"engine"} or names <= set(BASELINES)) else "pools"
