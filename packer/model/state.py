@@ -132,6 +132,10 @@ class PlacementState:
             return np.zeros(self.p.n_hosts)[rows]
         return np.clip(self.sens[rows] * self.inv_sens_cap[rows] - 1.0, 0.0, None).sum(axis=-1)
 
+    def room_share(self, hosts: np.ndarray | slice = slice(None)) -> np.ndarray:
+        """(n, D) room left per dimension on ``hosts``, as a share of capacity (the tolerance counted as room)."""
+        return (self.cap[hosts] - self.loads[hosts]) * self.inv_cap[hosts]
+
     def load_share(self, hosts: np.ndarray | slice = slice(None)) -> np.ndarray:
         """Largest share of capacity used in any dimension, per host (fraction)."""
         return (self.loads[hosts] * self.inv_cap[hosts]).max(axis=-1) if len(self.p.dims) else np.zeros(self.p.n_hosts)[hosts]

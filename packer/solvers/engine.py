@@ -686,7 +686,7 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
             n_seed = min(len(open_hosts), max(2, config.lns_hosts // 3))
             seeds = rng.choice(open_hosts, size=n_seed, replace=False, p=prob)
             # Receivers: hosts with the most slack that the seeds' tasks could use.
-            slack = ((state.cap[open_hosts] - state.loads[open_hosts]) * state.inv_cap[open_hosts]).sum(axis=1)
+            slack = state.room_share(open_hosts).sum(axis=1)
             room = open_hosts[np.argsort(-slack)][: config.lns_hosts]
             hosts = np.unique(np.concatenate([seeds, room, cheap]))
         tasks = np.flatnonzero(np.isin(state.assign, hosts) & p.movable)
@@ -721,7 +721,7 @@ def stranded_room_hosts(state: PlacementState, open_hosts: np.ndarray, max_tasks
     room left, 3 of it usable where it lies) one such neighbourhood of ~50 hosts freed 5-7 hosts,
     where the neighbourhoods of seeds and the most summed room had stopped gaining.
     """
-    room = ((state.cap[open_hosts] - state.loads[open_hosts]) * state.inv_cap[open_hosts]).max(axis=1)
+    room = state.room_share(open_hosts).max(axis=1)
     order = open_hosts[np.argsort(-room, kind="stable")]
     within = np.cumsum(state.count[order]) <= max_tasks
     return order[: max(int(within.sum()), 2)]
