@@ -67,6 +67,7 @@
 """
 from __future__ import annotations
 
+import bisect
 import datetime
 import logging
 from dataclasses import dataclass
@@ -431,16 +432,12 @@ def _rounded_demand(signature: np.ndarray, demand: np.ndarray, cap: np.ndarray, 
         # The minimum guards against a quotient that rounds up to the next integer.
         return np.minimum(np.floor(demand / unit) * unit, demand)
 
-    # A grid refines the next coarser one (half its unit), so the distinct rows only grow with the grid: bisect for the finest that fits.
+    # A grid refines the next coarser one (half its unit), so the distinct rows only grow with the grid: bisect for the finest that
+    # fits. Grid 1 (the last) is taken even if it does not fit: max_rows is a target, not a cap.
     grids = [FINEST_REPACK_GRID >> k for k in range(FINEST_REPACK_GRID.bit_length())]
-    lo, hi = 0, len(grids) - 1  # grid 1 is taken even if it does not fit, as before: max_rows is a target, not a cap
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if len(unique_rows(np.hstack([signature, rounded(grids[mid])]))[0]) <= max_rows:
-            hi = mid
-        else:
-            lo = mid + 1
-    return rounded(grids[lo]), grids[lo]
+    finest = bisect.bisect_left(range(len(grids) - 1), True,
+                                key=lambda i: len(unique_rows(np.hstack([signature, rounded(grids[i])]))[0]) <= max_rows)
+    return rounded(grids[finest]), grids[finest]
 
 
 def _lagrangian_repack_bound(prices: np.ndarray, allowed: np.ndarray, demand: np.ndarray, cap: np.ndarray, cost: np.ndarray,

@@ -197,16 +197,15 @@ def task_classes(problem: PlacementProblem, max_classes: int = 300) -> Classes:
     found = classes_on(units[0])
     if len(found[1]) > max_classes:
         # Each grid halves the previous one, so a coarser grid never gives more classes: bisect for the finest that
-        # gives at most max_classes (at 37,000 tasks, trying all ten took a second).
-        found = classes_on(units[-1])
-        lo, hi = 1, len(units) - 1
-        while lo < hi:
-            mid = (lo + hi) // 2
-            trial = classes_on(units[mid])
-            if len(trial[1]) <= max_classes:
-                found, hi = trial, mid
-            else:
-                lo = mid + 1
+        # gives at most max_classes (at 37,000 tasks, trying all ten took a second); the coarsest where none does.
+        tried = {}
+
+        def fits(i: int) -> bool:
+            tried[i] = classes_on(units[i])
+            return len(tried[i][1]) <= max_classes
+
+        finest = 1 + bisect.bisect_left(range(1, len(units) - 1), True, key=fits)
+        found = tried.get(finest) or classes_on(units[finest])
     unit, rows, inverse, count = found
     A = signature.shape[1]
     of_task = np.full(problem.n_tasks, -1, dtype=np.int64)
