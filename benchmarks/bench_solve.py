@@ -6,7 +6,7 @@ proven optima, and Falkenauer's 1-D bin packing instances.
     python benchmarks/bench_solve.py falkenauer [--time-limit 10]
     python benchmarks/bench_solve.py known [--tasks 5000] [--seeds 1001,1002] [--time-limit 60]
     python benchmarks/bench_solve.py pools [--pools 4] [--tasks 2000] [--time-limit 10] [--max-moves 400] [--workers 2]
-    python benchmarks/bench_solve.py full-vs-budget [--seeds 0-39] [--budgets 400,25,10] [--no-sens]
+    python benchmarks/bench_solve.py full-vs-budget [--seeds 0-39] [--budgets 400,25,10] [--no-sens] [--time-limit 1] [--wall-clock]
 
 ladder: traces are generated into benchmarks/work/ if missing (37,000 tasks reuses
 benchmarks/work/paper: 7 days at 300 s; the other sizes use 1 day at 300 s, hosts =
@@ -22,8 +22,9 @@ K hosts of the architecture cheapest per core split exactly into 2-6 tasks each,
 over 2.2·K hosts). Reports the engine's TCO against the optimum, its lower bound, and FFD.
 
 full-vs-budget: on random instances (``random_problem`` in tests/problems.py, 40 tasks, 10 hosts,
-with sensitivity unless --no-sens), deterministic 1-s engine solves of the full repack and of each
-budget; counts how often the full repack ends above (worse than), below or at the budgeted plan.
+with sensitivity unless --no-sens), deterministic engine solves (1 s of work unless --time-limit; by the clock
+with --wall-clock) of the full repack and of each budget; counts how often the full repack ends above (worse
+than), below or at the budgeted plan.
 
 pools: a fleet of ``--pools`` generated traces of ``--tasks`` tasks each (seeds 0, 1, ...;
 1 day at 300 s; hosts = tasks × 18/37), combined into one trace with a ``pool`` column
@@ -238,7 +239,7 @@ def known(tasks: int, seeds: list[int], time_limit: float) -> None:
               f"{not violations(problem, result.assign)} |", flush=True)
 
 
-def full_vs_budget(seeds: range, budgets: list[int], sens: bool) -> None:
+def full_vs_budget(seeds: range, budgets: list[int], sens: bool, time_limit: float = 1.0, wall_clock: bool = False) -> None:
     """How often a full repack ends above the budgeted plan of the same instance (module doc)."""
     import numpy as np
 
@@ -248,7 +249,8 @@ def full_vs_budget(seeds: range, budgets: list[int], sens: bool) -> None:
     from packer.solvers.run import run_solver
 
     def objective(max_moves: int | None, seed: int) -> float:
-        return run_solver(random_problem(seed, 40, 10, sens=sens, max_moves=max_moves), "engine", 1.0, seed=0, deterministic=True).objective
+        problem = random_problem(seed, 40, 10, sens=sens, max_moves=max_moves)
+        return run_solver(problem, "engine", time_limit, seed=0, deterministic=not wall_clock).objective
 
     full = {seed: objective(None, seed) for seed in seeds}
     print("| budget | full repack worse | better | same | mean excess where worse |")
@@ -328,6 +330,8 @@ def main() -> None:
     fb.add_argument("--seeds", default="0-39", help="FIRST-LAST")
     fb.add_argument("--budgets", default="400,25,10")
     fb.add_argument("--no-sens", action="store_true")
+    fb.add_argument("--time-limit", type=float, default=1.0)
+    fb.add_argument("--wall-clock", action="store_true", help="time limits by the clock (default: deterministic, limits as work)")
     o = sub.add_parser("one")
     o.add_argument("args", nargs=5)
     args = ap.parse_args()
@@ -341,7 +345,7 @@ def main() -> None:
         pools(args.pools, args.tasks, args.time_limit, args.max_moves, args.workers, args.wall_clock)
     elif args.cmd == "full-vs-budget":
         first, last = (int(x) for x in args.seeds.split("-"))
-        full_vs_budget(range(first, last + 1), [int(b) for b in args.budgets.split(",")], not args.no_sens)
+        full_vs_budget(range(first, last + 1), [int(b) for b in args.budgets.split(",")], not args.no_sens, args.time_limit, args.wall_clock)
     elif args.cmd == "known":
         known(args.tasks, [int(s) for s in args.seeds.split(",")], args.time_limit)
     else:
