@@ -53,6 +53,7 @@ and it is anytime: at the time limit, or on Ctrl-C, it returns the best placemen
 """
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import logging
 import time
@@ -124,7 +125,8 @@ class EngineConfig:
     lns: bool = True
     progress: Callable[[Progress], None] | None = None
     bound: float | None = None
-    #: Stop searching once the primary cost (TCO or hosts) reaches this proven bound.
+    #: Stop searching once the primary cost (TCO or hosts) reaches this proven bound; not with an interference goal
+    #: (its term can still fall, so the target proves nothing about the objective).
     primary_target: float | None = None
 
 
@@ -513,6 +515,9 @@ def solve_engine(
     first = problem.current if start is None else start
     state = PlacementState(problem, first)
     relief = bool(problem.sens_dims) and problem.weight(Interference) > 0
+    if relief:
+        # At the primary cost's bound the interference term can still fall: the target proves nothing about the objective.
+        config = dataclasses.replace(config, primary_target=None)
 
     def report(phase: str, current: PlacementState | None = None) -> None:
         if config.progress is not None:
