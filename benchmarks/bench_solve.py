@@ -22,8 +22,8 @@ K hosts of the architecture cheapest per core split exactly into 2-6 tasks each,
 over 2.2·K hosts). Reports the engine's TCO against the optimum, its lower bound, and FFD.
 
 full-vs-budget: on random instances (``random_problem`` in tests/problems.py, 40 tasks, 10 hosts,
-with sensitivity unless --no-sens), deterministic engine solves (1 s of work unless --time-limit; by the clock
-with --wall-clock) of the full repack and of each budget; counts how often the full repack ends above (worse
+with sensitivity unless --no-sens), engine solves of the full repack and of each budget (deterministic, 1 s of
+work unless --time-limit; by the clock with --wall-clock); counts how often the full repack ends above (worse
 than), below or at the budgeted plan.
 
 pools: a fleet of ``--pools`` generated traces of ``--tasks`` tasks each (seeds 0, 1, ...;

@@ -126,7 +126,8 @@ class EngineConfig:
     progress: Callable[[Progress], None] | None = None
     bound: float | None = None
     #: Stop searching once the primary cost (TCO or hosts) reaches this proven bound; not with an interference goal
-    #: (its term can still fall, so the target proves nothing about the objective).
+    #: (its term can still fall, so the target proves nothing about the objective). Without one, the rest of the objective
+    #: is tie-breaks at the default weights (fragmentation, moves).
     primary_target: float | None = None
 
 

@@ -205,7 +205,7 @@ def task_classes(problem: PlacementProblem, max_classes: int = 300) -> Classes:
             return len(tried[i][1]) <= max_classes
 
         finest = 1 + bisect.bisect_left(range(1, len(units) - 1), True, key=fits)
-        found = tried.get(finest) or classes_on(units[finest])
+        found = tried[finest] if finest in tried else classes_on(units[finest])
     unit, rows, inverse, count = found
     A = signature.shape[1]
     of_task = np.full(problem.n_tasks, -1, dtype=np.int64)
