@@ -52,6 +52,7 @@ packing puts on it only tasks it holds today.
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import logging
 import math
@@ -198,14 +199,9 @@ def task_classes(problem: PlacementProblem, max_classes: int = 300) -> Classes:
     if len(found[1]) > max_classes:
         # Each grid halves the previous one, so a coarser grid never gives more classes: bisect for the finest that
         # gives at most max_classes (at 37,000 tasks, trying all ten took a second); the coarsest where none does.
-        tried = {}
-
-        def fits(i: int) -> bool:
-            tried[i] = classes_on(units[i])
-            return len(tried[i][1]) <= max_classes
-
-        finest = 1 + bisect.bisect_left(range(1, len(units) - 1), True, key=fits)
-        found = tried[finest] if finest in tried else classes_on(units[finest])
+        on_grid = functools.cache(lambda i: classes_on(units[i]))  # the grid found was tried on the way, most often
+        finest = 1 + bisect.bisect_left(range(1, len(units) - 1), True, key=lambda i: len(on_grid(i)[1]) <= max_classes)
+        found = on_grid(finest)
     unit, rows, inverse, count = found
     A = signature.shape[1]
     of_task = np.full(problem.n_tasks, -1, dtype=np.int64)
