@@ -27,8 +27,12 @@ engine therefore works host by host, on one :class:`~packer.model.state.Placemen
    improvements are kept. In a full repack on a wall clock, once two in a row gain nothing,
    every other neighbourhood is the hosts with the most room stranded in one dimension
    (:func:`stranded_room_hosts`).
-   After :data:`STALE_NEIGHBOURHOODS` neighbourhoods in a row without a gain the search
-   ends before its time limit, and says so (``stats["search_ended"]``, the status line).
+   After :data:`GROW_AFTER` neighbourhoods in a row without a gain, neighbourhoods
+   grow: twice the hosts and twice the seconds, up to :data:`NEIGHBOURHOOD_TASKS`
+   tasks, and up to the whole instance. The search runs to its time limit; it ends
+   before it only with a proof: the primary cost at its lower bound (without an
+   interference goal), or CP-SAT's proof that its plan of the whole instance is
+   optimal (``stats["search_ended"]``, the status line).
 
 Full repack (``max_moves=None``) runs the same loop with an unlimited budget, after
 ordering candidates by how expensive their capacity is, which consolidates load
@@ -113,7 +117,8 @@ def best_host(state: PlacementState, t: int, allowed: np.ndarray) -> tuple[int, 
 
 @dataclass
 class EngineConfig:
-    """Knobs of the engine. ``lns_hosts``: hosts per neighbourhood; ``lns_time``: seconds per sub-solve."""
+    """Knobs of the engine. ``lns_hosts``: hosts per neighbourhood; ``lns_time``: seconds per sub-solve (both double
+    each time neighbourhoods grow, :data:`GROW_AFTER`)."""
 
     time_limit: float = 60.0
     #: Count ``time_limit`` as work, not wall clock (:mod:`packer.solvers.clock`): the same seed gives the same plan under any load.
@@ -512,7 +517,8 @@ def solve_engine(
     budget = np.inf if problem.max_moves is None else problem.max_moves
     full = problem.max_moves is None
     clock = SearchClock(config.time_limit, config.deterministic)
-    interrupted = timed_out = gave_up = False
+    interrupted = timed_out = proved = False
+    searched: dict = {"count": 0}
     first = problem.current if start is None else start
     state = PlacementState(problem, first)
     relief = bool(problem.sens_dims) and problem.weight(Interference) > 0
@@ -566,8 +572,8 @@ def solve_engine(
             report("construction done")
             reached = config.primary_target is not None and problem.primary_cost[np.unique(state.assign)].sum() <= config.primary_target + 1e-9
             if config.lns and not timed_out and not reached and not clock.expired():
-                state, gave_up = _lns(state, config, rng, clock, budget, report)
-                if gave_up:
+                state, proved, searched = _lns(state, config, rng, clock, budget, report)
+                if proved:
                     report("search ended early")  # the status line says why
     except KeyboardInterrupt:
         interrupted = True
@@ -589,7 +595,8 @@ def solve_engine(
         wall_s=time.perf_counter() - t0,
         infeasible_tasks=[],
         stats={"interrupted": interrupted, "timed_out": timed_out, "moves": ev.moves, "invalid_fallback": bool(problems),
-               **({"search_ended": GAVE_UP} if gave_up and not interrupted else {}),
+               **({"search_ended": PROVED} if proved and not interrupted else {}),
+               **({"neighbourhoods": searched} if searched["count"] else {}),
                **({"deterministic": {"work_s": clock.work, "wall_capped": clock.capped}} if config.deterministic else {})},
     )
 
@@ -621,12 +628,12 @@ def _objective(problem: PlacementProblem, assign: np.ndarray) -> float:
     return evaluate(problem, assign).objective
 
 
-#: Neighbourhoods in a row without a gain after which the search ends before its time limit. Measured on the
-#: slack-scarce 10,000-task trace (400 moves, 60 s): searching on to the limit gained nothing, nor did
-#: neighbourhoods grown to 8 times as many hosts (351 freed either way).
-STALE_NEIGHBOURHOODS = 30
-#: Why a search that gave up ended, as ``stats["search_ended"]`` and the console say it.
-GAVE_UP = f"{STALE_NEIGHBOURHOODS} neighbourhoods in a row without a gain"
+#: Neighbourhoods in a row without a gain after which neighbourhoods grow (twice the hosts, twice the seconds). Searching
+#: on at one size gained nothing on the slack-scarce 10,000-task trace (400 moves, 60 s) after 30 of them.
+GROW_AFTER = 30
+#: Why a search ended before its time limit with a proof, as ``stats["search_ended"]`` and the console say it (optimal up
+#: to the exact model's objective resolution, :mod:`packer.solvers.cpsat`).
+PROVED = "CP-SAT proved its plan of the whole instance optimal"
 #: In a full repack on a wall clock, after this many neighbourhoods in a row without a gain, every other one is of
 #: stranded room (:func:`stranded_room_hosts`).
 STRANDED_AFTER = 2
@@ -637,71 +644,88 @@ NEIGHBOURHOOD_TASKS = 400
 
 
 def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, clock: SearchClock, budget: float,
-         report) -> tuple[PlacementState, bool]:
-    """Large-neighbourhood search with the exact CP-SAT sub-solver around the current frontier; returns the
-    placement and whether the search ended for want of gains (:data:`STALE_NEIGHBOURHOODS`) rather than at its limit."""
+         report) -> tuple[PlacementState, bool, dict]:
+    """Large-neighbourhood search with the exact CP-SAT sub-solver around the current frontier, to the time limit.
+
+    Returns the placement, whether CP-SAT proved it optimal (the search then ends early),
+    and what was searched: ``count`` neighbourhoods, the ``largest`` of them (hosts).
+    """
     p = state.p
     best = evaluate(p, state.assign).objective
+    searched = {"count": 0, "largest": 0}
     broken = violations(p, state.assign)
     if broken:  # every sub-solve starts from a valid placement; the caller falls back on the current one
         log.error("the construction broke a rule (%s); no neighbourhood search", "; ".join(broken))
-        return state, False
+        return state, False, searched
     stale = 0
+    # Neighbourhoods grow by this factor (hosts and seconds) after GROW_AFTER in a row gain nothing, until one holds
+    # NEIGHBOURHOOD_TASKS tasks or the whole instance.
+    scale, grown_out = 1, False
+    movable = int(p.movable.sum())
     # The exact model cannot state some rules (the tasks-at-risk count): the sub-solves leave them out, and only results
     # that keep them are taken.
     # Empty hosts with the cheapest capacity join every neighbourhood, so the search can move
     # load onto better architectures, not only among hosts already open.
     price = capacity_price(p)
-    n_empty = max(2, config.lns_hosts // 4)
-    # A small instance is one neighbourhood: re-solve all of it with the remaining time.
-    whole = p.n_hosts <= 2 * config.lns_hosts and int(p.movable.sum()) <= NEIGHBOURHOOD_TASKS
     # Stranded room pays where hosts may be emptied freely, and only with CP-SAT's parallel portfolio: on the
     # known-optimum family its neighbourhoods freed 5 and 7 hosts in 5 s, where the interleaved (reproducible) search
     # and a single worker freed none; on the slack-scarce move budget they freed nothing. The same hosts are tried again
     # while nothing changes: with the portfolio, each try is another search (550 tasks, three tries: 0, 3 and 0 hosts).
     use_stranded = p.max_moves is None and not config.deterministic
-    while clock.remaining() > config.lns_time and not clock.expired() and stale < STALE_NEIGHBOURHOODS:
+    while clock.remaining() > config.lns_time and not clock.expired():
+        if stale >= GROW_AFTER:
+            stale = 0
+            if not grown_out:
+                scale *= 2
+        size = config.lns_hosts * scale
         open_hosts = np.flatnonzero(state.count > 0)
-        if whole:
+        # A small instance (or neighbourhoods grown to its size) is one neighbourhood: re-solve all of it with the time left.
+        if p.n_hosts <= 2 * size and movable <= NEIGHBOURHOOD_TASKS:
             tasks, hosts = np.flatnonzero(p.movable), np.arange(p.n_hosts)
             result = solve_subproblem(p, state.assign, tasks, hosts, time_limit=max(config.lns_time, clock.remaining() - 0.1),
                                       seed=int(rng.integers(1 << 30)))
             clock.spend(result.stats["deterministic_s"])
-            if result.objective < best - 1e-9 and not violations(p, result.assign):
+            searched.update(count=searched["count"] + 1, largest=max(searched["largest"], len(hosts)))
+            valid = not violations(p, result.assign)
+            if result.objective < best - 1e-9 and valid:
                 with interrupt.held():  # all of the improvement or none of it
                     for t in np.flatnonzero(result.assign != state.assign):
                         state.move(int(t), int(result.assign[t]))
                 best = result.objective
                 report("neighbourhood search")
-            break
+            return state, result.status == "optimal" and valid, searched
         if len(open_hosts) < 2:
             break
         empty = np.flatnonzero((state.count == 0) & state.receiver)
-        cheap = empty[np.argsort(price[empty], kind="stable")][:n_empty]
-        seconds = config.lns_time
+        cheap = empty[np.argsort(price[empty], kind="stable")][:max(2, size // 4)]
+        seconds = min(config.lns_time * scale, clock.remaining())
         stranded = use_stranded and stale >= STRANDED_AFTER and stale % 2 == 0
         if stranded:
             hosts = np.union1d(stranded_room_hosts(state, open_hosts, NEIGHBOURHOOD_TASKS), cheap)
             # Longer, but leaving the loop's one lns_time for a last ordinary neighbourhood rather than past the limit.
-            seconds = min(STRANDED_TIME * config.lns_time, max(config.lns_time, clock.remaining() - config.lns_time))
+            seconds = min(STRANDED_TIME * seconds, max(config.lns_time, clock.remaining() - config.lns_time))
         else:
             # Seed hosts: cheap-to-free open hosts (few tasks, high cost) and hosts with sensitivity excess.
             weight = state.open_cost[open_hosts] / np.maximum(state.count[open_hosts], 1)
             weight = weight + 10.0 * state.excess(open_hosts)
             prob = weight / weight.sum()
-            n_seed = min(len(open_hosts), max(2, config.lns_hosts // 3))
+            n_seed = min(len(open_hosts), max(2, size // 3))
             seeds = rng.choice(open_hosts, size=n_seed, replace=False, p=prob)
             # Receivers: hosts with the most slack that the seeds' tasks could use.
             slack = state.room_share(open_hosts).sum(axis=1)
-            room = open_hosts[np.argsort(-slack)][: config.lns_hosts]
-            hosts = np.unique(np.concatenate([seeds, room, cheap]))
+            room = open_hosts[np.argsort(-slack)][:size]
+            hosts, trimmed = _within_task_cap(state, np.concatenate([seeds, room, cheap]), NEIGHBOURHOOD_TASKS)
+            # Grown as far as it goes: the cap trimmed it, or it holds every host.
+            grown_out = grown_out or trimmed or size >= p.n_hosts
         tasks = np.flatnonzero(np.isin(state.assign, hosts) & p.movable)
-        if len(tasks) == 0 or len(tasks) > NEIGHBOURHOOD_TASKS:
+        if len(tasks) == 0:
             stale += 1
+            clock.spend(STEP_WORK)  # a deterministic clock moves on even where no sub-solve runs
             continue
         portfolio = {"deterministic": False, "num_workers": 2} if stranded else {}
         result = solve_subproblem(p, state.assign, tasks, hosts, time_limit=seconds, seed=int(rng.integers(1 << 30)), **portfolio)
         clock.spend(result.stats["deterministic_s"])
+        searched.update(count=searched["count"] + 1, largest=max(searched["largest"], len(hosts)))
         if result.objective < best - 1e-9 and not violations(p, result.assign):
             changed = np.flatnonzero(result.assign != state.assign)
             with interrupt.held():  # all of the improvement or none of it
@@ -714,7 +738,16 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
                 break
         else:
             stale += 1
-    return state, stale >= STALE_NEIGHBOURHOODS
+    return state, False, searched
+
+
+def _within_task_cap(state: PlacementState, hosts: np.ndarray, max_tasks: int) -> tuple[np.ndarray, bool]:
+    """The first of ``hosts`` (in order, repeats dropped) that hold at most ``max_tasks`` tasks together, sorted; and
+    whether any were left out."""
+    first = np.sort(np.unique(hosts, return_index=True)[1])
+    ordered = hosts[first]
+    within = np.cumsum(state.count[ordered]) <= max_tasks
+    return np.sort(ordered[within]), not within.all()
 
 
 def stranded_room_hosts(state: PlacementState, open_hosts: np.ndarray, max_tasks: int) -> np.ndarray:
