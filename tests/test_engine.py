@@ -384,8 +384,8 @@ def test_a_search_ends_before_its_time_limit_only_with_cp_sats_proof_and_says_wh
     config = EngineConfig(time_limit=60.0, lns_hosts=4, lns_time=0.05, progress=lambda report: phases.append(report.phase))
     result = solve_engine(problem, config)
     assert result.wall_s < 30.0
-    assert result.stats["search_ended"] == engine.PROVED == "CP-SAT proved its plan of the whole instance optimal"
-    assert result.stats["neighbourhoods"]["largest"] == problem.n_hosts
+    assert result.stats["search_ended"] == engine.PROVED == "CP-SAT proved the plan optimal"
+    assert result.stats["neighbourhood_search"]["largest_hosts"] == problem.n_hosts
     assert phases[-1] == "search ended early"
     from packer.cli.output import _status
 
@@ -401,18 +401,41 @@ def test_a_search_without_gains_runs_to_its_time_limit_on_growing_neighbourhoods
     problem = random_problem(5, 120, 36, max_moves=6, weights=GoalWeights(fragmentation=0.0, moves=0.0))
     result = solve_engine(problem, EngineConfig(time_limit=3.0, lns_hosts=4, lns_time=0.05))
     assert result.wall_s >= 2.9 and "search_ended" not in result.stats
-    assert result.stats["neighbourhoods"]["largest"] > 8
+    assert result.stats["neighbourhood_search"]["largest_hosts"] > 8
 
 
-def test_within_task_cap_keeps_hosts_in_order_until_the_cap():
-    problem = small_problem([1] * 6, [10] * 4, [1.0] * 4, [0, 0, 0, 1, 2, 2])  # 3, 1, 2 and 0 tasks
-    state = PlacementState(problem, problem.current)
+def test_a_deterministic_search_of_small_neighbourhoods_stays_within_its_wall_clock_cap(monkeypatch):
+    # 50 movable tasks of 300: CP-SAT reports ~1e-5 s of work per neighbourhood, each of which takes ~25 ms to build and
+    # check. Counting only CP-SAT's work, 1 s of it ran to the 5-s wall-clock cap, and the plan no longer reproduced.
+    monkeypatch.setattr(engine, "NEIGHBOURHOOD_TASKS", 60)
+    base = random_problem(5, 300, 36, max_moves=6, weights=GoalWeights(fragmentation=0.0, moves=0.0))
+    movable = base.movable & (np.cumsum(base.movable) <= 50)
+    problem = dataclasses.replace(base, movable=movable)
+    result = solve_engine(problem, EngineConfig(time_limit=1.0, lns_hosts=4, lns_time=0.05, deterministic=True))
+    assert not result.stats["deterministic"]["wall_capped"]
+    assert result.stats["neighbourhood_search"]["count"] <= 1.0 / engine.NEIGHBOURHOOD_WORK
+
+
+def test_a_search_whose_neighbourhoods_hold_nothing_that_may_move_ends_and_says_so(monkeypatch):
+    # Every open host holds more movable tasks than the cap of one: every neighbourhood is only empty hosts (reproducibly:
+    # no stranded-room neighbourhoods, which keep two hosts whatever they hold).
+    monkeypatch.setattr(engine, "NEIGHBOURHOOD_TASKS", 1)
+    problem = small_problem([1] * 4, [10] * 3, [1.0] * 3, [0, 0, 1, 1])
+    result = solve_engine(problem, EngineConfig(time_limit=60.0, lns_hosts=1, lns_time=0.01, deterministic=True))
+    assert result.wall_s < 30.0 and result.stats["search_ended"] == engine.NOTHING_TO_MOVE
+
+
+def test_within_task_cap_takes_hosts_in_order_while_their_movable_tasks_fit():
+    # Hosts 0-3 hold 3, 1, 2 and 0 tasks; the second task on host 2 is pinned and does not count.
+    movable = np.array([True, True, True, True, True, False])
+    problem = small_problem([1] * 6, [10] * 4, [1.0] * 4, [0, 0, 0, 1, 2, 2], movable=movable)
     order = np.array([2, 0, 2, 1, 3])  # a host named twice counts once
-    assert [(hosts.tolist(), trimmed) for hosts, trimmed in (engine._within_task_cap(state, order, cap) for cap in (5, 6, 1))] == [
-        ([0, 2], True), ([0, 1, 2, 3], False), ([], True)]
+    taken = [engine._within_task_cap(problem, problem.current, order, cap) for cap in (4, 5, 0)]
+    # Cap 4: hosts 2 and 0 make 4; host 1 would pass it and is left out; host 3, with none, is still taken.
+    assert [(hosts.tolist(), trimmed) for hosts, trimmed in taken] == [([0, 2, 3], True), ([0, 1, 2, 3], False), ([3], True)]
 
 
-def test_pools_whose_searches_gave_up_say_so_in_the_merged_result(monkeypatch):
+def test_pools_whose_searches_ended_early_say_so_in_the_merged_result(monkeypatch):
     from packer.model.build import RuleOptions, make_rules
     from packer.rules.pools import Pools
     from packer.solvers import run
@@ -421,11 +444,11 @@ def test_pools_whose_searches_gave_up_say_so_in_the_merged_result(monkeypatch):
     base = random_problem(5, 40, 12, max_moves=6)
     problem = dataclasses.replace(base, rules=make_rules(RuleOptions(max_moves=6), pools=Pools(np.arange(12) % 3, ("a", "b", "c"))))
 
-    def gives_up(pool, solver, seconds, seed, deterministic=False):
+    def ends_early(pool, solver, seconds, seed, deterministic=False):
         return SolveResult(assign=pool.current.copy(), status="feasible", objective=evaluate(pool, pool.current).objective,
                            bound=-np.inf, solver="engine", wall_s=0.0, stats={"search_ended": engine.PROVED})
 
-    monkeypatch.setattr(run, "run_solver", gives_up)
+    monkeypatch.setattr(run, "run_solver", ends_early)
     result = run._run_pools(problem, "engine", 3.0, 0, None, False, None)
     assert result.stats["search_ended"] == f"{engine.PROVED} (in 3 of 3 pools)"
     assert "timed_out" not in result.stats

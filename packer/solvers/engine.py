@@ -29,10 +29,11 @@ engine therefore works host by host, on one :class:`~packer.model.state.Placemen
    (:func:`stranded_room_hosts`).
    After :data:`GROW_AFTER` neighbourhoods in a row without a gain, neighbourhoods
    grow: twice the hosts and twice the seconds, up to :data:`NEIGHBOURHOOD_TASKS`
-   tasks, and up to the whole instance. The search runs to its time limit; it ends
-   before it only with a proof: the primary cost at its lower bound (without an
-   interference goal), or CP-SAT's proof that its plan of the whole instance is
-   optimal (``stats["search_ended"]``, the status line).
+   movable tasks, and up to the whole instance. The search runs to its time limit; it
+   ends before it only with a proof (the primary cost at its lower bound without an
+   interference goal, or CP-SAT's proof that its plan of the whole instance is optimal)
+   or when no neighbourhood within the task cap holds a task that may move
+   (``stats["search_ended"]``, the status line).
 
 Full repack (``max_moves=None``) runs the same loop with an unlimited budget, after
 ordering candidates by how expensive their capacity is, which consolidates load
@@ -517,8 +518,8 @@ def solve_engine(
     budget = np.inf if problem.max_moves is None else problem.max_moves
     full = problem.max_moves is None
     clock = SearchClock(config.time_limit, config.deterministic)
-    interrupted = timed_out = proved = False
-    searched: dict = {"count": 0}
+    interrupted = timed_out = False
+    ended, searched = None, {"count": 0, "largest_hosts": 0}
     first = problem.current if start is None else start
     state = PlacementState(problem, first)
     relief = bool(problem.sens_dims) and problem.weight(Interference) > 0
@@ -572,8 +573,8 @@ def solve_engine(
             report("construction done")
             reached = config.primary_target is not None and problem.primary_cost[np.unique(state.assign)].sum() <= config.primary_target + 1e-9
             if config.lns and not timed_out and not reached and not clock.expired():
-                state, proved, searched = _lns(state, config, rng, clock, budget, report)
-                if proved:
+                state, ended, searched = _lns(state, config, rng, clock, budget, report)
+                if ended:
                     report("search ended early")  # the status line says why
     except KeyboardInterrupt:
         interrupted = True
@@ -595,8 +596,8 @@ def solve_engine(
         wall_s=time.perf_counter() - t0,
         infeasible_tasks=[],
         stats={"interrupted": interrupted, "timed_out": timed_out, "moves": ev.moves, "invalid_fallback": bool(problems),
-               **({"search_ended": PROVED} if proved and not interrupted else {}),
-               **({"neighbourhoods": searched} if searched["count"] else {}),
+               **({"search_ended": ended} if ended and not interrupted else {}),
+               **({"neighbourhood_search": searched} if searched["count"] else {}),
                **({"deterministic": {"work_s": clock.work, "wall_capped": clock.capped}} if config.deterministic else {})},
     )
 
@@ -631,9 +632,14 @@ def _objective(problem: PlacementProblem, assign: np.ndarray) -> float:
 #: Neighbourhoods in a row without a gain after which neighbourhoods grow (twice the hosts, twice the seconds). Searching
 #: on at one size gained nothing on the slack-scarce 10,000-task trace (400 moves, 60 s) after 30 of them.
 GROW_AFTER = 30
-#: Why a search ended before its time limit with a proof, as ``stats["search_ended"]`` and the console say it (optimal up
-#: to the exact model's objective resolution, :mod:`packer.solvers.cpsat`).
-PROVED = "CP-SAT proved its plan of the whole instance optimal"
+#: Why a search ended before its time limit, as ``stats["search_ended"]`` and the console say it: a proof (optimal up to
+#: the exact model's objective resolution, :mod:`packer.solvers.cpsat`), or nothing to search.
+PROVED = "CP-SAT proved the plan optimal"
+NOTHING_TO_MOVE = "no neighbourhood within the task cap holds a task that may move"
+#: Least work (nominal seconds, :mod:`packer.solvers.clock`) a deterministic clock is charged per neighbourhood: building
+#: and checking one takes ~20-30 ms where CP-SAT may report ~1e-5 s of its own work, and a search counting only the
+#: latter ran to its wall-clock cap (15 s for 3 s of work, 1,196 neighbourhoods) and was no longer reproducible.
+NEIGHBOURHOOD_WORK = 0.02
 #: In a full repack on a wall clock, after this many neighbourhoods in a row without a gain, every other one is of
 #: stranded room (:func:`stranded_room_hosts`).
 STRANDED_AFTER = 2
@@ -647,20 +653,21 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
          report) -> tuple[PlacementState, bool, dict]:
     """Large-neighbourhood search with the exact CP-SAT sub-solver around the current frontier, to the time limit.
 
-    Returns the placement, whether CP-SAT proved it optimal (the search then ends early),
-    and what was searched: ``count`` neighbourhoods, the ``largest`` of them (hosts).
+    Returns the placement, why the search ended before its time limit (:data:`PROVED`,
+    :data:`NOTHING_TO_MOVE`; None), and what was searched: ``count`` neighbourhoods, the
+    ``largest_hosts`` of them.
     """
     p = state.p
     best = evaluate(p, state.assign).objective
-    searched = {"count": 0, "largest": 0}
+    searched = {"count": 0, "largest_hosts": 0}
     broken = violations(p, state.assign)
     if broken:  # every sub-solve starts from a valid placement; the caller falls back on the current one
         log.error("the construction broke a rule (%s); no neighbourhood search", "; ".join(broken))
-        return state, False, searched
-    stale = 0
+        return state, None, searched
+    stale = empties = 0
     # Neighbourhoods grow by this factor (hosts and seconds) after GROW_AFTER in a row gain nothing, until one holds
     # NEIGHBOURHOOD_TASKS tasks or the whole instance.
-    scale, grown_out = 1, False
+    scale, fully_grown, whole_tried = 1, False, False
     movable = int(p.movable.sum())
     # The exact model cannot state some rules (the tasks-at-risk count): the sub-solves leave them out, and only results
     # that keep them are taken.
@@ -675,17 +682,19 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
     while clock.remaining() > config.lns_time and not clock.expired():
         if stale >= GROW_AFTER:
             stale = 0
-            if not grown_out:
+            if not fully_grown:
                 scale *= 2
         size = config.lns_hosts * scale
         open_hosts = np.flatnonzero(state.count > 0)
         # A small instance (or neighbourhoods grown to its size) is one neighbourhood: re-solve all of it with the time left.
-        if p.n_hosts <= 2 * size and movable <= NEIGHBOURHOOD_TASKS:
+        # Without a proof (CP-SAT's work ran out first, or its plan broke a rule it cannot state) the search goes on.
+        if not whole_tried and p.n_hosts <= 2 * size and movable <= NEIGHBOURHOOD_TASKS:
+            whole_tried = True
             tasks, hosts = np.flatnonzero(p.movable), np.arange(p.n_hosts)
             result = solve_subproblem(p, state.assign, tasks, hosts, time_limit=max(config.lns_time, clock.remaining() - 0.1),
                                       seed=int(rng.integers(1 << 30)))
-            clock.spend(result.stats["deterministic_s"])
-            searched.update(count=searched["count"] + 1, largest=max(searched["largest"], len(hosts)))
+            clock.spend(max(result.stats["deterministic_s"], NEIGHBOURHOOD_WORK))
+            _tally(searched, len(hosts))
             valid = not violations(p, result.assign)
             if result.objective < best - 1e-9 and valid:
                 with interrupt.held():  # all of the improvement or none of it
@@ -693,9 +702,11 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
                         state.move(int(t), int(result.assign[t]))
                 best = result.objective
                 report("neighbourhood search")
-            return state, result.status == "optimal" and valid, searched
-        if len(open_hosts) < 2:
-            break
+            if result.status == "optimal" and valid:
+                return state, PROVED, searched
+            continue
+        if len(open_hosts) == 0 or (empties >= GROW_AFTER and fully_grown):
+            return state, NOTHING_TO_MOVE, searched
         empty = np.flatnonzero((state.count == 0) & state.receiver)
         cheap = empty[np.argsort(price[empty], kind="stable")][:max(2, size // 4)]
         seconds = min(config.lns_time * scale, clock.remaining())
@@ -714,18 +725,20 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
             # Receivers: hosts with the most slack that the seeds' tasks could use.
             slack = state.room_share(open_hosts).sum(axis=1)
             room = open_hosts[np.argsort(-slack)][:size]
-            hosts, trimmed = _within_task_cap(state, np.concatenate([seeds, room, cheap]), NEIGHBOURHOOD_TASKS)
-            # Grown as far as it goes: the cap trimmed it, or it holds every host.
-            grown_out = grown_out or trimmed or size >= p.n_hosts
+            hosts, trimmed = _within_task_cap(p, state.assign, np.concatenate([seeds, room, cheap]), NEIGHBOURHOOD_TASKS)
+            # Larger ones would be trimmed as much, or hold no more hosts.
+            fully_grown = fully_grown or trimmed or size >= p.n_hosts
         tasks = np.flatnonzero(np.isin(state.assign, hosts) & p.movable)
         if len(tasks) == 0:
             stale += 1
-            clock.spend(STEP_WORK)  # a deterministic clock moves on even where no sub-solve runs
+            empties += 1
+            clock.spend(NEIGHBOURHOOD_WORK)
             continue
+        empties = 0
         portfolio = {"deterministic": False, "num_workers": 2} if stranded else {}
         result = solve_subproblem(p, state.assign, tasks, hosts, time_limit=seconds, seed=int(rng.integers(1 << 30)), **portfolio)
-        clock.spend(result.stats["deterministic_s"])
-        searched.update(count=searched["count"] + 1, largest=max(searched["largest"], len(hosts)))
+        clock.spend(max(result.stats["deterministic_s"], NEIGHBOURHOOD_WORK))
+        _tally(searched, len(hosts))
         if result.objective < best - 1e-9 and not violations(p, result.assign):
             changed = np.flatnonzero(result.assign != state.assign)
             with interrupt.held():  # all of the improvement or none of it
@@ -738,16 +751,26 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
                 break
         else:
             stale += 1
-    return state, False, searched
+    return state, None, searched
 
 
-def _within_task_cap(state: PlacementState, hosts: np.ndarray, max_tasks: int) -> tuple[np.ndarray, bool]:
-    """The first of ``hosts`` (in order, repeats dropped) that hold at most ``max_tasks`` tasks together, sorted; and
-    whether any were left out."""
-    first = np.sort(np.unique(hosts, return_index=True)[1])
-    ordered = hosts[first]
-    within = np.cumsum(state.count[ordered]) <= max_tasks
-    return np.sort(ordered[within]), not within.all()
+def _tally(searched: dict, hosts: int) -> None:
+    """Count a neighbourhood of ``hosts`` hosts in :func:`_lns`'s ``searched``."""
+    searched["count"] += 1
+    searched["largest_hosts"] = max(searched["largest_hosts"], hosts)
+
+
+def _within_task_cap(problem: PlacementProblem, assign: np.ndarray, hosts: np.ndarray, max_tasks: int) -> tuple[np.ndarray, bool]:
+    """``hosts`` (in order, repeats dropped) each taken while the movable tasks of those taken stay at most ``max_tasks``
+    (a host that would pass it is left out, and later ones are still tried), sorted; and whether any were left out."""
+    movable = np.bincount(assign[problem.movable], minlength=problem.n_hosts)
+    ordered = hosts[np.sort(np.unique(hosts, return_index=True)[1])]
+    taken, total = [], 0
+    for h in ordered.tolist():  # a neighbourhood's hosts: a few hundred at most
+        if total + movable[h] <= max_tasks:
+            taken.append(h)
+            total += movable[h]
+    return np.sort(np.array(taken, dtype=np.int64)), len(taken) < len(ordered)
 
 
 def stranded_room_hosts(state: PlacementState, open_hosts: np.ndarray, max_tasks: int) -> np.ndarray:
