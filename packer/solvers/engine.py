@@ -650,7 +650,7 @@ NEIGHBOURHOOD_TASKS = 400
 
 
 def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, clock: SearchClock, budget: float,
-         report) -> tuple[PlacementState, bool, dict]:
+         report) -> tuple[PlacementState, str | None, dict]:
     """Large-neighbourhood search with the exact CP-SAT sub-solver around the current frontier, to the time limit.
 
     Returns the placement, why the search ended before its time limit (:data:`PROVED`,
@@ -665,8 +665,8 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
         log.error("the construction broke a rule (%s); no neighbourhood search", "; ".join(broken))
         return state, None, searched
     stale = empties = 0
-    # Neighbourhoods grow by this factor (hosts and seconds) after GROW_AFTER in a row gain nothing, until one holds
-    # NEIGHBOURHOOD_TASKS tasks or the whole instance.
+    # Neighbourhoods grow by this factor (hosts and seconds) after GROW_AFTER in a row gain nothing, until the task cap
+    # trims one or one holds every host; the whole instance (within the cap) is re-solved once.
     scale, fully_grown, whole_tried = 1, False, False
     movable = int(p.movable.sum())
     # The exact model cannot state some rules (the tasks-at-risk count): the sub-solves leave them out, and only results
