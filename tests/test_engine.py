@@ -425,6 +425,28 @@ def test_a_search_whose_neighbourhoods_hold_nothing_that_may_move_ends_and_says_
     assert result.wall_s < 30.0 and result.stats["search_ended"] == engine.NOTHING_TO_MOVE
 
 
+def test_a_search_on_a_wall_clock_stops_its_sub_solves_at_its_time_limit():
+    # 200 tasks on 40 hosts: the whole instance is re-solved with the time left, which CP-SAT's reproducible search,
+    # counting its own work, ran past by the clock (a 6-s engine solve of this instance took 11.9 s).
+    problem = random_problem(3, 200, 40, sens=True, max_moves=None)
+    clock = SearchClock(4.0)
+    _, _, searched = _lns(PlacementState(problem, problem.current), EngineConfig(time_limit=4.0), np.random.default_rng(0), clock,
+                          np.inf, lambda *a: None)
+    assert searched["largest_hosts"] == problem.n_hosts
+    assert clock.wall() <= 4.5
+
+
+def test_cp_sat_takes_a_wall_limit_below_its_reproducible_searchs_safety_net():
+    from packer.solvers.clock import WALL_CAP
+    from packer.solvers.cpsat import cpsat_solver
+
+    net = 2.0 * WALL_CAP
+    assert cpsat_solver(0, 2.0, deterministic=True).parameters.max_time_in_seconds == pytest.approx(net)
+    assert cpsat_solver(0, 2.0, deterministic=True, wall_limit=0.5).parameters.max_time_in_seconds == pytest.approx(0.5)
+    assert cpsat_solver(0, 2.0, wall_limit=0.5).parameters.max_time_in_seconds == pytest.approx(0.5)
+    assert cpsat_solver(0, 2.0, deterministic=True, wall_limit=net + 1).parameters.max_time_in_seconds == pytest.approx(net)
+
+
 def test_within_task_cap_takes_hosts_in_order_while_their_movable_tasks_fit():
     # Hosts 0-3 hold 3, 1, 2 and 0 tasks; the second task on host 2 is pinned and does not count.
     movable = np.array([True, True, True, True, True, False])

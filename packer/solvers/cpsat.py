@@ -34,7 +34,10 @@ it), so should CP-SAT still answer INFEASIBLE the result is ``base`` with status
 Determinism. With ``deterministic=True`` the search interleaves its workers in one
 thread (``interleave_search``) and stops on CP-SAT's deterministic time
 (``max_deterministic_time = time_limit``, roughly seconds), so a seed gives the same
-plan on every run; the wall-clock limit is then a safety net at 3× ``time_limit``.
+plan on every run; the wall-clock limit is then a safety net at
+:data:`~packer.solvers.clock.WALL_CAP` times ``time_limit``, or
+``wall_limit`` where a caller on a wall clock has less left (the last sub-solve of a
+neighbourhood search, :mod:`packer.solvers.engine`).
 Otherwise ``num_workers`` threads race and the result may vary between runs.
 """
 from __future__ import annotations
@@ -157,8 +160,9 @@ def set_default_workers(threads: int) -> None:
     _default_workers["threads"] = max(1, int(threads))
 
 
-def cpsat_solver(seed: int, time_limit: float, num_workers: int | None = None, deterministic: bool = False) -> cp_model.CpSolver:
-    """A CP-SAT solver with packer's parameters (module doc); ``time_limit`` in seconds; ``num_workers`` None: the default above."""
+def cpsat_solver(seed: int, time_limit: float, num_workers: int | None = None, deterministic: bool = False,
+                 wall_limit: float | None = None) -> cp_model.CpSolver:
+    """A CP-SAT solver with packer's parameters (module doc); ``time_limit`` and ``wall_limit`` in seconds; ``num_workers`` None: the default above."""
     solver = cp_model.CpSolver()
     params = solver.parameters
     params.random_seed = int(seed)
@@ -166,12 +170,11 @@ def cpsat_solver(seed: int, time_limit: float, num_workers: int | None = None, d
     params.presolve_inclusion_work_limit = 0
     # SIGINT is packer's (packer.interrupt stops the search); CP-SAT's own handler would take it from Python.
     params.catch_sigint_signal = False
+    wall = WALL_CAP * float(time_limit) if deterministic else float(time_limit)
+    params.max_time_in_seconds = max(min(wall, math.inf if wall_limit is None else float(wall_limit)), 0.01)
     if deterministic:
         params.interleave_search = True
         params.max_deterministic_time = float(time_limit)
-        params.max_time_in_seconds = WALL_CAP * float(time_limit)
-    else:
-        params.max_time_in_seconds = max(float(time_limit), 0.01)
     return solver
 
 
@@ -195,7 +198,8 @@ def solve_cpsat(problem: PlacementProblem, *, time_limit: float = 10.0, seed: in
 
 
 def solve_subproblem(problem: PlacementProblem, assign: np.ndarray, tasks_subset: np.ndarray, hosts_subset: np.ndarray,
-                     time_limit: float = 1.0, *, seed: int = 0, num_workers: int | None = None, deterministic: bool = True) -> SolveResult:
+                     time_limit: float = 1.0, *, seed: int = 0, num_workers: int | None = None, deterministic: bool = True,
+                     wall_limit: float | None = None) -> SolveResult:
     """Re-optimize the placement of ``tasks_subset`` over ``hosts_subset`` with every other task fixed (large-neighbourhood search).
 
     ``assign`` (T,) must be a valid placement; the free tasks may also stay where it
@@ -205,19 +209,21 @@ def solve_subproblem(problem: PlacementProblem, assign: np.ndarray, tasks_subset
     least as good up to the objective resolution), ``objective`` the full objective,
     and ``bound`` a lower bound for this neighbourhood only (not for the whole
     instance). Rules the exact model cannot state are left out (the caller checks
-    them on the result). Deterministic for a seed by default (see the module doc). ``time_limit`` in seconds.
+    them on the result). Deterministic for a seed by default (see the module doc). ``time_limit`` in seconds; ``wall_limit``
+    (seconds) caps a deterministic search's wall clock below its safety net (module doc).
     """
     t0 = time.perf_counter()
     model = build_exact_model(problem, assign, tasks_subset, hosts_subset)
-    return solve_model(model, time_limit, seed, num_workers, deterministic, t0)
+    return solve_model(model, time_limit, seed, num_workers, deterministic, t0, wall_limit)
 
 
-def solve_model(model: ExactModel, time_limit: float, seed: int, num_workers: int | None, deterministic: bool, t0: float) -> SolveResult:
+def solve_model(model: ExactModel, time_limit: float, seed: int, num_workers: int | None, deterministic: bool, t0: float,
+                wall_limit: float | None = None) -> SolveResult:
     """Solve ``model`` with CP-SAT; the result's placement is re-checked and its objective recomputed."""
     form = model.form
     with interrupt.stoppable():
         cp, handles = to_cpsat(model)
-    solver = cpsat_solver(seed, time_limit, num_workers, deterministic)
+    solver = cpsat_solver(seed, time_limit, num_workers, deterministic, wall_limit)
     code = interrupt.run_stoppable(lambda: solver.solve(cp), solver.stop_search)
     interrupted = interrupt.stop_requested()
     stopped_early = False

@@ -679,6 +679,13 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
     # and a single worker freed none; on the slack-scarce move budget they freed nothing. The same hosts are tried again
     # while nothing changes: with the portfolio, each try is another search (550 tasks, three tries: 0, 3 and 0 hosts).
     use_stranded = p.max_moves is None and not config.deterministic
+    overhead = 0.0  # wall seconds the last sub-solve took outside CP-SAT's search (building and checking its model)
+
+    def wall_left() -> float | None:
+        # CP-SAT's reproducible search may run past its work limit by the clock (up to its safety net, WALL_CAP times): on a
+        # wall clock, not past the solve's. Counted as work, a wall limit would make the plan depend on the machine.
+        return None if config.deterministic else clock.remaining() - overhead
+
     while clock.remaining() > config.lns_time and not clock.expired():
         if stale >= GROW_AFTER:
             stale = 0
@@ -692,7 +699,7 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
             whole_tried = True
             tasks, hosts = np.flatnonzero(p.movable), np.arange(p.n_hosts)
             result = solve_subproblem(p, state.assign, tasks, hosts, time_limit=max(config.lns_time, clock.remaining() - 0.1),
-                                      seed=int(rng.integers(1 << 30)))
+                                      seed=int(rng.integers(1 << 30)), wall_limit=wall_left())
             clock.spend(max(result.stats["deterministic_s"], NEIGHBOURHOOD_WORK))
             _tally(searched, len(hosts))
             valid = not violations(p, result.assign)
@@ -736,7 +743,9 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
             continue
         empties = 0
         portfolio = {"deterministic": False, "num_workers": 2} if stranded else {}
-        result = solve_subproblem(p, state.assign, tasks, hosts, time_limit=seconds, seed=int(rng.integers(1 << 30)), **portfolio)
+        result = solve_subproblem(p, state.assign, tasks, hosts, time_limit=seconds, seed=int(rng.integers(1 << 30)),
+                                  wall_limit=wall_left(), **portfolio)
+        overhead = result.wall_s - result.stats["solve_s"]
         clock.spend(max(result.stats["deterministic_s"], NEIGHBOURHOOD_WORK))
         _tally(searched, len(hosts))
         if result.objective < best - 1e-9 and not violations(p, result.assign):
