@@ -138,6 +138,23 @@ def test_a_full_repack_reports_the_pattern_bound_and_never_ends_above_its_packin
     assert detail["primary_lower_bound"] <= primary(problem, result.assign) <= detail["pattern_packing"] + 1e-9
 
 
+def test_where_the_engine_re_solves_the_whole_instance_column_generation_only_bounds_it(monkeypatch):
+    # 40 tasks on 10 hosts: CP-SAT re-solves all of it, so column generation gets a small share for its bound and packs nothing.
+    from packer.solvers import run
+
+    limits, packings = [], []
+    cg, pack = run.column_generation, run.pattern_packing
+    monkeypatch.setattr(run, "column_generation", lambda *a, **k: limits.append(k["time_limit"]) or cg(*a, **k))
+    monkeypatch.setattr(run, "pattern_packing", lambda *a, **k: packings.append(k) or pack(*a, **k))
+    small = random_problem(3, 40, 10, max_moves=None)
+    run_solver(small, "engine", time_limit=2, deterministic=True)
+    assert limits == [pytest.approx(run.WHOLE_INSTANCE_PATTERN_SHARE * 2)] and packings == []
+    sizes = np.random.default_rng(2).choice([0.3, 0.45, 0.7], 60)
+    large = small_problem(sizes, [1.0] * 60, [1.0] * 60, np.arange(60), weights=PRIMARY_ONLY)
+    run_solver(large, "engine", time_limit=2, deterministic=True)
+    assert limits[1:] == [pytest.approx(run.PATTERN_TIME_SHARE * 2)] and len(packings) == 1
+
+
 def test_column_generation_gives_up_while_its_lp_stays_far_above_another_bound():
     problem, optimum = known_optimum_problem(11, 300)
     found = column_generation(problem, time_limit=2, give_up_above=0.5 * optimum)

@@ -162,7 +162,8 @@ def set_default_workers(threads: int) -> None:
 
 def cpsat_solver(seed: int, time_limit: float, num_workers: int | None = None, deterministic: bool = False,
                  wall_limit: float | None = None) -> cp_model.CpSolver:
-    """A CP-SAT solver with packer's parameters (module doc); ``time_limit`` and ``wall_limit`` in seconds; ``num_workers`` None: the default above."""
+    """A CP-SAT solver with packer's parameters (module doc); ``time_limit`` and ``wall_limit`` in seconds; ``num_workers``
+    None: the default above."""
     solver = cp_model.CpSolver()
     params = solver.parameters
     params.random_seed = int(seed)

@@ -649,6 +649,11 @@ STRANDED_TIME = 2.5
 NEIGHBOURHOOD_TASKS = 400
 
 
+def covers_whole_instance(problem: PlacementProblem, hosts: int = EngineConfig.lns_hosts) -> bool:
+    """True when a neighbourhood of ``hosts`` hosts takes in the whole instance (:func:`_lns` then re-solves all of it with CP-SAT)."""
+    return problem.n_hosts <= 2 * hosts and int(problem.movable.sum()) <= NEIGHBOURHOOD_TASKS
+
+
 def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, clock: SearchClock, budget: float,
          report) -> tuple[PlacementState, str | None, dict]:
     """Large-neighbourhood search with the exact CP-SAT sub-solver around the current frontier, to the time limit.
@@ -695,11 +700,12 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
         open_hosts = np.flatnonzero(state.count > 0)
         # A small instance (or neighbourhoods grown to its size) is one neighbourhood: re-solve all of it with the time left.
         # Without a proof (CP-SAT's work ran out first, or its plan broke a rule it cannot state) the search goes on.
-        if not whole_tried and p.n_hosts <= 2 * size and movable <= NEIGHBOURHOOD_TASKS:
+        if not whole_tried and covers_whole_instance(p, size):
             whole_tried = True
             tasks, hosts = np.flatnonzero(p.movable), np.arange(p.n_hosts)
             result = solve_subproblem(p, state.assign, tasks, hosts, time_limit=max(config.lns_time, clock.remaining() - 0.1),
                                       seed=int(rng.integers(1 << 30)), wall_limit=wall_left())
+            overhead = result.wall_s - result.stats["solve_s"]
             clock.spend(max(result.stats["deterministic_s"], NEIGHBOURHOOD_WORK))
             _tally(searched, len(hosts))
             valid = not violations(p, result.assign)

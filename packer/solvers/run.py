@@ -34,8 +34,10 @@ or for the engine one derived from :mod:`packer.solvers.bounds` — for move-bou
 repacking the objective can be no lower than the current primary cost minus the
 most cost the move budget could free; for a full repack no lower than the better of the
 MILP lower bound over architectures and the column-generation bound over host patterns
-(:mod:`packer.solvers.patterns`, whose packing is also a start for the engine). The
-bound's details go into ``result.stats["bound"]``.
+(:mod:`packer.solvers.patterns`, whose packing is also a start for the engine, except
+where the engine re-solves the whole instance with CP-SAT,
+:func:`~packer.solvers.engine.covers_whole_instance`). The bound's details go into
+``result.stats["bound"]``.
 """
 from __future__ import annotations
 
@@ -58,7 +60,7 @@ from packer.solvers.baselines import BASELINES, run_baseline
 from packer.solvers.bounds import freeable_cost_bound, repack_cost_bound
 from packer.solvers.clock import SearchClock
 from packer.solvers.cpsat import solve_cpsat
-from packer.solvers.engine import EngineConfig, Progress, solve_engine
+from packer.solvers.engine import EngineConfig, Progress, covers_whole_instance, solve_engine
 from packer.solvers.exact import unplaceable_tasks
 from packer.solvers.leximin import solve_leximin_engine, solve_leximin_exact
 from packer.solvers.milp import solve_milp
@@ -84,6 +86,10 @@ LEXIMIN_EXACT_MAX_TASKS = 60
 AUTO_ENGINE_SHARE = 0.85
 #: Share of a full repack's time limit that column generation may spend on its bound (and as much again on its packing).
 PATTERN_TIME_SHARE = 0.25
+#: The share for the bound alone where the engine re-solves the whole instance with CP-SAT
+#: (:func:`~packer.solvers.engine.covers_whole_instance`): there CP-SAT packs, and column generation's shares of a short
+#: limit were the search's (of 3 s on 40 tasks and 10 hosts it took 1.5, for a bound below the MILP's).
+WHOLE_INSTANCE_PATTERN_SHARE = 0.05
 #: Further share of a full repack's time limit for the packing where reaching column generation's rounded-up bound
 #: proves it optimal (:attr:`packer.solvers.patterns.PatternResult.provable`; Falkenauer's u1000: a dive and an integer
 #: master take 2-5 s).
@@ -190,11 +196,13 @@ def _pattern_bound_and_start(problem: PlacementProblem, time_limit: float, detai
     and as much again, plus what the bound left unused, for the integer packing (and
     :data:`PATTERN_PROOF_SHARE` more where it may prove the optimum), but none where it
     stopped as useless (:attr:`~packer.solvers.patterns.PatternResult.useless`); the engine
-    gets the rest. ``clock``: the solve's; a deterministic one is charged each share that was
-    used, whole.
+    gets the rest. Where the engine re-solves the whole instance, only the bound, on
+    :data:`WHOLE_INSTANCE_PATTERN_SHARE`. ``clock``: the solve's; a deterministic one is
+    charged each share that was used, whole.
     """
     deterministic = clock.deterministic
     lower = detail["primary_lower_bound"]
+    whole = covers_whole_instance(problem)
 
     def report(phase: str) -> None:
         if progress is not None:
@@ -202,7 +210,7 @@ def _pattern_bound_and_start(problem: PlacementProblem, time_limit: float, detai
             progress(Progress(phase, today.objective, lower if math.isfinite(lower) else None, 0, today.hosts, clock.wall()))
 
     perfect = None
-    instance = perfect_packing_classes(problem)
+    instance = None if whole else perfect_packing_classes(problem)
     if instance is not None:
         report("packing every task into full hosts")
         perfect = perfect_packing(problem, *instance, PERFECT_FIRST_SHARE * time_limit, deterministic)
@@ -214,13 +222,13 @@ def _pattern_bound_and_start(problem: PlacementProblem, time_limit: float, detai
         if detail["perfect_packing"] <= lower + 1e-6:
             return lower, perfect
     report("column generation")
-    share = PATTERN_TIME_SHARE * time_limit
+    share = pattern_share(problem) * time_limit
     clock.spend(share)
     lower, found = pattern_lower_bound(problem, time_limit, detail["primary_lower_bound"], deterministic)
     detail.update(found.detail)
     if lower > detail["primary_lower_bound"]:
         detail.update(primary_lower_bound=lower, kind="lower bound on primary cost (full repack, column generation over host patterns)")
-    if interrupt.stop_requested() or found.useless:
+    if interrupt.stop_requested() or found.useless or whole:
         return detail["primary_lower_bound"], perfect
     clock.spend(share)
     # What column generation left of its share goes to the packing too (not when deterministic: a wall time is not reproducible).
@@ -244,15 +252,21 @@ def pattern_lower_bound(problem: PlacementProblem, time_limit: float, milp_bound
                         deterministic: bool = False) -> tuple[float, PatternResult]:
     """A full repack's column-generation lower bound on the primary cost, as a solve of ``time_limit`` seconds computes it.
 
-    Column generation gets :data:`PATTERN_TIME_SHARE` of ``time_limit``, gives up above
+    Column generation gets :func:`pattern_share` of ``time_limit``, gives up above
     :data:`PATTERN_GIVE_UP` × ``milp_bound`` (the MILP bound over architectures) and stops as
     useless once, on rounded classes, its LP is at or below ``milp_bound``; its bound is
     rounded up where costs are integral. Returns the bound (primary-cost units) and the run.
     ``deterministic``: time counted as work (:mod:`packer.solvers.clock`), so every run gives the same bound.
     """
-    found = column_generation(problem, time_limit=PATTERN_TIME_SHARE * time_limit, give_up_above=PATTERN_GIVE_UP * milp_bound,
+    found = column_generation(problem, time_limit=pattern_share(problem) * time_limit, give_up_above=PATTERN_GIVE_UP * milp_bound,
                               useless_below=milp_bound, deterministic=deterministic)
     return _integral_lower_bound(problem, found.bound), found
+
+
+def pattern_share(problem: PlacementProblem) -> float:
+    """Share of a full repack's time limit for column generation's bound: :data:`PATTERN_TIME_SHARE`, or
+    :data:`WHOLE_INSTANCE_PATTERN_SHARE` where the engine re-solves the whole instance."""
+    return WHOLE_INSTANCE_PATTERN_SHARE if covers_whole_instance(problem) else PATTERN_TIME_SHARE
 
 
 def _integral_lower_bound(problem: PlacementProblem, value: float) -> float:
