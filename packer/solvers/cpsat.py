@@ -36,8 +36,8 @@ thread (``interleave_search``) and stops on CP-SAT's deterministic time
 (``max_deterministic_time = time_limit``, roughly seconds), so a seed gives the same
 plan on every run; the wall-clock limit is then a safety net at
 :data:`~packer.solvers.clock.WALL_CAP` times ``time_limit``, or
-``wall_limit`` where a caller on a wall clock has less left (the last sub-solve of a
-neighbourhood search, :mod:`packer.solvers.engine`).
+``wall_limit`` where a caller on a wall clock has less time left (the sub-solves of a
+neighbourhood search, :mod:`packer.solvers.engine`: it binds on the last of them).
 Otherwise ``num_workers`` threads race and the result may vary between runs.
 """
 from __future__ import annotations

@@ -88,7 +88,7 @@ AUTO_ENGINE_SHARE = 0.85
 PATTERN_TIME_SHARE = 0.25
 #: The share for the bound alone where the engine re-solves the whole instance with CP-SAT
 #: (:func:`~packer.solvers.engine.covers_whole_instance`): there CP-SAT packs, and column generation's shares of a short
-#: limit were the search's (of 3 s on 40 tasks and 10 hosts it took 1.5, for a bound below the MILP's).
+#: limit were the search's (of 3 s of work on 40 tasks and 10 hosts it was charged 1.5, for a bound below the MILP's).
 WHOLE_INSTANCE_PATTERN_SHARE = 0.05
 #: Further share of a full repack's time limit for the packing where reaching column generation's rounded-up bound
 #: proves it optimal (:attr:`packer.solvers.patterns.PatternResult.provable`; Falkenauer's u1000: a dive and an integer
