@@ -427,13 +427,14 @@ def test_a_search_whose_neighbourhoods_hold_nothing_that_may_move_ends_and_says_
 
 def test_a_search_on_a_wall_clock_stops_its_sub_solves_at_its_time_limit():
     # 200 tasks on 40 hosts: the whole instance is re-solved with the time left, which CP-SAT's reproducible search,
-    # counting its own work, ran past by the clock (a 6-s engine solve of this instance took 11.9 s).
+    # counting its own work, ran past by the clock (this search took 13.6 s). The slack is for building the model of
+    # the first sub-solve, whose time the search does not know in advance (0.56 s in a CI run).
     problem = random_problem(3, 200, 40, sens=True, max_moves=None)
     clock = SearchClock(4.0)
     _, _, searched = _lns(PlacementState(problem, problem.current), EngineConfig(time_limit=4.0), np.random.default_rng(0), clock,
                           np.inf, lambda *a: None)
     assert searched["largest_hosts"] == problem.n_hosts
-    assert clock.wall() <= 4.5
+    assert clock.wall() <= 5.0
 
 
 def test_cp_sat_takes_a_wall_limit_below_its_reproducible_searchs_safety_net():
