@@ -571,9 +571,9 @@ def solve_engine(
                     state = best_state
                 best_state = None
             report("construction done")
-            reached = config.primary_target is not None and problem.primary_cost[np.unique(state.assign)].sum() <= config.primary_target + 1e-9
+            reached = _at_target(state, config.primary_target)
             if config.lns and not timed_out and not reached and not clock.expired():
-                state, ended, searched = _lns(state, config, rng, clock, budget, report)
+                state, ended, searched = _lns(state, config, rng, clock, report)
                 if ended:
                     report("search ended early")  # the status line says why
     except KeyboardInterrupt:
@@ -654,7 +654,7 @@ def covers_whole_instance(problem: PlacementProblem, hosts: int = EngineConfig.l
     return problem.n_hosts <= 2 * hosts and int(problem.movable.sum()) <= NEIGHBOURHOOD_TASKS
 
 
-def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, clock: SearchClock, budget: float,
+def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, clock: SearchClock,
          report) -> tuple[PlacementState, str | None, dict]:
     """Large-neighbourhood search with the exact CP-SAT sub-solver around the current frontier, to the time limit.
 
@@ -686,10 +686,25 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
     use_stranded = p.max_moves is None and not config.deterministic
     overhead = 0.0  # wall seconds the last sub-solve took outside CP-SAT's search (building and checking its model)
 
-    def wall_left() -> float | None:
+    def sub_solve(tasks: np.ndarray, hosts: np.ndarray, seconds: float, **portfolio) -> tuple[SolveResult, bool]:
+        """Re-solve ``tasks`` over ``hosts`` and keep the plan if it is better and keeps every rule; returns it and whether it was kept."""
+        nonlocal best, overhead
         # CP-SAT's reproducible search may run past its work limit by the clock (up to its safety net, WALL_CAP times): on a
         # wall clock, not past the solve's. Counted as work, a wall limit would make the plan depend on the machine.
-        return None if config.deterministic else clock.remaining() - overhead
+        wall = None if config.deterministic else clock.remaining() - overhead
+        result = solve_subproblem(p, state.assign, tasks, hosts, time_limit=seconds, seed=int(rng.integers(1 << 30)),
+                                  wall_limit=wall, **portfolio)
+        overhead = result.wall_s - result.stats["solve_s"]
+        clock.spend(max(result.stats["deterministic_s"], NEIGHBOURHOOD_WORK))
+        _tally(searched, len(hosts))
+        kept = result.objective < best - 1e-9 and not violations(p, result.assign)
+        if kept:
+            with interrupt.held():  # all of the improvement or none of it
+                for t in np.flatnonzero(result.assign != state.assign):
+                    state.move(int(t), int(result.assign[t]))
+            best = result.objective
+            report("neighbourhood search")
+        return result, kept
 
     while clock.remaining() > config.lns_time and not clock.expired():
         if stale >= GROW_AFTER:
@@ -702,20 +717,10 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
         # Without a proof (CP-SAT's work ran out first, or its plan broke a rule it cannot state) the search goes on.
         if not whole_tried and covers_whole_instance(p, size):
             whole_tried = True
-            tasks, hosts = np.flatnonzero(p.movable), np.arange(p.n_hosts)
-            result = solve_subproblem(p, state.assign, tasks, hosts, time_limit=max(config.lns_time, clock.remaining() - 0.1),
-                                      seed=int(rng.integers(1 << 30)), wall_limit=wall_left())
-            overhead = result.wall_s - result.stats["solve_s"]
-            clock.spend(max(result.stats["deterministic_s"], NEIGHBOURHOOD_WORK))
-            _tally(searched, len(hosts))
-            valid = not violations(p, result.assign)
-            if result.objective < best - 1e-9 and valid:
-                with interrupt.held():  # all of the improvement or none of it
-                    for t in np.flatnonzero(result.assign != state.assign):
-                        state.move(int(t), int(result.assign[t]))
-                best = result.objective
-                report("neighbourhood search")
-            if result.status == "optimal" and valid:
+            result, _ = sub_solve(np.flatnonzero(p.movable), np.arange(p.n_hosts), max(config.lns_time, clock.remaining() - 0.1))
+            # CP-SAT's optimum leaves out the rules it cannot state (a relaxation): met by the plan kept (the incumbent, or
+            # CP-SAT's plan just taken), it proves it optimal; a better plan that breaks such a rule proves nothing.
+            if result.status == "optimal" and result.objective >= best - 1e-9:
                 return state, PROVED, searched
             continue
         if len(open_hosts) == 0 or (empties >= GROW_AFTER and fully_grown):
@@ -749,24 +754,18 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
             continue
         empties = 0
         portfolio = {"deterministic": False, "num_workers": 2} if stranded else {}
-        result = solve_subproblem(p, state.assign, tasks, hosts, time_limit=seconds, seed=int(rng.integers(1 << 30)),
-                                  wall_limit=wall_left(), **portfolio)
-        overhead = result.wall_s - result.stats["solve_s"]
-        clock.spend(max(result.stats["deterministic_s"], NEIGHBOURHOOD_WORK))
-        _tally(searched, len(hosts))
-        if result.objective < best - 1e-9 and not violations(p, result.assign):
-            changed = np.flatnonzero(result.assign != state.assign)
-            with interrupt.held():  # all of the improvement or none of it
-                for t in changed:
-                    state.move(int(t), int(result.assign[t]))
-            best = result.objective
+        if sub_solve(tasks, hosts, seconds, **portfolio)[1]:
             stale = 0
-            report("neighbourhood search")
-            if config.primary_target is not None and p.primary_cost[np.unique(state.assign)].sum() <= config.primary_target + 1e-9:
+            if _at_target(state, config.primary_target):
                 break
         else:
             stale += 1
     return state, None, searched
+
+
+def _at_target(state: PlacementState, target: float | None) -> bool:
+    """True when the placement's primary cost (its open hosts' cost or count) is at most ``target`` (None: no target)."""
+    return target is not None and state.p.primary_cost[np.unique(state.assign)].sum() <= target + 1e-9
 
 
 def _tally(searched: dict, hosts: int) -> None:
