@@ -4,6 +4,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pulp
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -19,7 +20,7 @@ from packer.rules.fragmentation import Fragmentation
 from packer.rules.interference import Interference
 from packer.rules.moves import FewerMoves
 from packer.rules.spread import Spread
-from packer.solvers import solve_cpsat, solve_milp, solve_subproblem
+from packer.solvers import milp, solve_cpsat, solve_milp, solve_subproblem
 from packer.rules.budget import MoveBudget
 from problems import random_problem, small_problem
 
@@ -119,6 +120,21 @@ def test_moves_empty_the_expensive_host():
         assert result.status == "optimal"
         assert result.assign.tolist() == [0, 0]
         assert result.objective == pytest.approx(1 + 1e-4)
+
+
+def test_a_cbc_plan_at_its_lp_relaxations_optimum_is_proven_whatever_stopped_cbc(monkeypatch):
+    real = milp._solve_cbc
+
+    def stopped_at_its_limit(engine, lp):  # as CBC reports a plan when its time limit, not a proof, ended its search
+        real(engine, lp)
+        lp.assignStatus(pulp.LpStatusNotSolved, pulp.LpSolutionIntegerFeasible)
+
+    monkeypatch.setattr(milp, "_solve_cbc", stopped_at_its_limit)
+    tight = solve_milp(small_problem([4, 4], capacity=[10, 10], cost=[1, 2], current=[0, 1]))
+    assert tight.status == "optimal" and tight.objective == pytest.approx(1 + 1e-4)
+    # Three tasks of 6 on hosts of 10: the LP relaxation shares hosts, the plan needs three.
+    loose = solve_milp(small_problem([6, 6, 6], capacity=[10, 10, 10], cost=[1, 1, 1], current=[0, 1, 2]))
+    assert loose.status == "feasible" and loose.bound < loose.objective - 0.5
 
 
 def test_zero_budget_keeps_the_current_placement():

@@ -13,7 +13,8 @@ so each constraint keeps the margin its rule asks for (capacity: half of
 Bound. HiGHS reports its dual bound (MathOpt's ``objective_bounds.dual_bound``). CBC
 (run by PuLP's ``COIN_CMD`` on the CBC binary PuLP ships) reports no bound: when it
 proves optimality the bound is its objective; when the time limit stops it, the
-bound is the model's LP relaxation solved by GLOP — valid, if weaker. Both are
+bound is the model's LP relaxation solved by GLOP — valid, if weaker, and a plan
+that meets it is optimal all the same. Both are
 lowered by 1e-7 relative to cover the solvers' tolerances. HiGHS is asked for a zero
 relative gap so that "optimal" means what it says. It is OR-Tools' HiGHS: packer never
 imports ``highspy``, and where PuLP has loaded highspy's, :mod:`packer.solvers.native`
@@ -204,12 +205,17 @@ def _run_cbc(model: ExactModel, time_limit: float, seed: int, threads: int) -> t
     _solve_cbc(engine, lp)
     status = _PULP_STATUS.get(lp.sol_status, "timeout")
     values = np.array([v.varValue or 0.0 for v in handles])
+    objective = float(pulp.value(lp.objective) or 0.0)
     if status == "optimal":
-        bound = float(pulp.value(lp.objective) or 0.0)
+        bound = objective
     elif interrupt.stop_requested():
         bound = None
     else:
         bound = lp_relaxation_bound(model)
+        # A plan at the LP relaxation's optimum is optimal, whatever stopped CBC. CBC has run to its limit without saying so
+        # (a two-task model, about one pytest run in ten, not reproduced outside pytest).
+        if status == "feasible" and bound is not None and objective <= bound + 1e-9 * max(1.0, abs(bound)):
+            status = "optimal"
     return status, values, bound
 
 
