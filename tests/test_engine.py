@@ -351,6 +351,16 @@ def test_a_full_repack_ends_no_higher_than_a_binding_budget(seed):
     assert objectives[0] <= objectives[1] + 1e-9
 
 
+def test_a_full_repacks_constructions_leave_the_whole_instance_solve_its_time():
+    # Seed 117 of bench_solve.py full-vs-budget at 3 s: the full repack's starts took 0.90 s of the engine's 2.85 and left
+    # 1.95, less than a neighbourhood's 2. CP-SAT never ran, and the plan (13.758) ended above the 25-move plan (13.242),
+    # whose one start had left it the time.
+    problem = random_problem(117, 40, 10, sens=True, max_moves=None)
+    result = run_solver(problem, "engine", time_limit=3.0, seed=0, deterministic=True)
+    assert result.stats["neighbourhood_search"]["largest_hosts"] == problem.n_hosts
+    assert not result.stats["timed_out"]
+
+
 def test_a_start_is_refused_where_it_is_not_used():
     problem = random_problem(1, 12, 4, max_moves=None)
     with pytest.raises(InputError, match="--start"):

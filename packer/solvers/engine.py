@@ -29,8 +29,10 @@ engine therefore works host by host, on one :class:`~packer.model.state.Placemen
    (:func:`stranded_room_hosts`).
    After :data:`GROW_AFTER` neighbourhoods in a row without a gain, neighbourhoods
    grow: twice the hosts and twice the seconds, up to :data:`NEIGHBOURHOOD_TASKS`
-   movable tasks, and up to the whole instance. The search runs to its time limit; it
-   ends before it only with a proof (the primary cost at its lower bound without an
+   movable tasks, and up to the whole instance. Where one neighbourhood holds the whole
+   instance (:func:`covers_whole_instance`), the constructions stop in time to leave
+   CP-SAT ``lns_time`` for it. The search runs to its time limit; it ends before it
+   only with a proof (the primary cost at its lower bound without an
    interference goal, or CP-SAT's proof that its plan of the whole instance is optimal)
    or when no neighbourhood within the task cap holds a task that may move
    (``stats["search_ended"]``, the status line).
@@ -518,6 +520,11 @@ def solve_engine(
     budget = np.inf if problem.max_moves is None else problem.max_moves
     full = problem.max_moves is None
     clock = SearchClock(config.time_limit, config.deterministic)
+    # Where CP-SAT will re-solve the whole instance, the constructions leave it a neighbourhood's time: a full repack's
+    # several starts must not leave it none where a budgeted solve's one start leaves it some.
+    construction = clock.limit - config.lns_time - CONSTRUCTION_MARGIN
+    whole = config.lns and covers_whole_instance(problem, config.lns_hosts) and construction >= MIN_CONSTRUCTION
+    building = clock.part(construction) if whole else clock
     interrupted = timed_out = False
     ended, searched = None, {"count": 0, "largest_hosts": 0}
     first = problem.current if start is None else start
@@ -546,7 +553,7 @@ def solve_engine(
             if unbound:
                 # Best first (a stable sort: ``first`` leads on ties).
                 origin = first
-                first, *rest = sorted([first, *_further_starts(problem, starts, hosts_per_arch, task_arch, clock)],
+                first, *rest = sorted([first, *_further_starts(problem, starts, hosts_per_arch, task_arch, building)],
                                       key=lambda assign: _objective(problem, assign))
                 state = PlacementState(problem, first)
                 # Second, ``start`` emptied best gain per move first, as a binding budget empties it: the path every
@@ -558,8 +565,8 @@ def solve_engine(
 
             def improve(best_first: bool | None = None) -> bool:
                 if relief:
-                    return _mix_relief_and_emptying(problem, state.assign, mixed, unbound, config, clock, report, keep, best_first)
-                return _empty_hosts(state, budget, unbound, config, rng, clock, report, best_first)
+                    return _mix_relief_and_emptying(problem, state.assign, mixed, unbound, config, building, report, keep, best_first)
+                return _empty_hosts(state, budget, unbound, config, rng, building, report, best_first)
 
             timed_out = improve()
             for built, best_first in others:
@@ -571,8 +578,11 @@ def solve_engine(
                     state = best_state
                 best_state = None
             report("construction done")
+            if building is not clock:
+                clock.spend(building.work)
+                timed_out = timed_out and clock.expired()  # cut short for the whole-instance solve, not by the time limit
             reached = _at_target(state, config.primary_target)
-            if config.lns and not timed_out and not reached and not clock.expired():
+            if config.lns and not reached and not clock.expired():
                 state, ended, searched = _lns(state, config, rng, clock, report)
                 if ended:
                     report("search ended early")  # the status line says why
@@ -645,6 +655,11 @@ NEIGHBOURHOOD_WORK = 0.02
 STRANDED_AFTER = 2
 #: A stranded-room sub-solve's time, as a multiple of ``EngineConfig.lns_time`` (at 2.5 s it freed 2-4 hosts where 5 s freed 5-7).
 STRANDED_TIME = 2.5
+#: Work (nominal seconds) the constructions leave unused before a whole-instance solve's ``lns_time``, for their overrun
+#: of their limit (a deterministic clock is looked at every :data:`CLOCK_EVERY` tasks or 256 hosts, at :data:`STEP_WORK` each).
+CONSTRUCTION_MARGIN = 0.1
+#: Least time (seconds) for the constructions below which they are not cut short for a whole-instance solve.
+MIN_CONSTRUCTION = 0.5
 #: Most tasks in one neighbourhood (stranded-room ones of 550 tasks freed 0-7 hosts where ones of 400 freed 5-7).
 NEIGHBOURHOOD_TASKS = 400
 
