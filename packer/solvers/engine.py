@@ -688,9 +688,6 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
     # Neighbourhoods grow by this factor (hosts and seconds) after GROW_AFTER in a row gain nothing, until the task cap
     # trims one or one holds every host; the whole instance (within the cap) is re-solved once.
     scale, fully_grown, whole_tried = 1, False, False
-    movable = int(p.movable.sum())
-    # The exact model cannot state some rules (the tasks-at-risk count): the sub-solves leave them out, and only results
-    # that keep them are taken.
     # Empty hosts with the cheapest capacity join every neighbourhood, so the search can move
     # load onto better architectures, not only among hosts already open.
     price = capacity_price(p)
@@ -712,6 +709,8 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
         overhead = result.wall_s - result.stats["solve_s"]
         clock.spend(max(result.stats["deterministic_s"], NEIGHBOURHOOD_WORK))
         _tally(searched, len(hosts))
+        # The exact model cannot state some rules (the tasks-at-risk count): it leaves them out, and only plans that keep
+        # them are taken.
         kept = result.objective < best - 1e-9 and not violations(p, result.assign)
         if kept:
             with interrupt.held():  # all of the improvement or none of it
