@@ -195,6 +195,33 @@ def test_overloaded_host_may_gain_after_shedding_load():
     assert brute_force_optimum(problem) == pytest.approx(2 + 2e-4)
 
 
+def test_a_task_may_go_back_to_its_overloaded_host_from_any_start():
+    # h0 is over capacity today (6+6 > 10). A start that moved t1 off it must not keep t1 away: going back is no move,
+    # h0 gains no task, and one host is the optimum from any start (the model once required h0 to fit from here).
+    problem = small_problem([6, 6], capacity=[10, 10], cost=[1, 1], current=[0, 0])
+    start = np.array([0, 1])
+    for result in (solve_cpsat(problem, start=start), solve_milp(problem, start=start),
+                   solve_subproblem(problem, start, np.arange(2), np.arange(2))):
+        assert result.assign.tolist() == [0, 0]
+        assert result.objective == pytest.approx(1.0)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), pick=st.integers(0, 10_000))
+def test_the_exact_optimum_does_not_depend_on_the_start(seed, pick):
+    # Crowded, so that some hosts are over capacity today; the start is any valid placement.
+    problem = random_problem(seed, 6, 3, n_archs=2, sens=seed % 2 == 0)
+    problem = problem.with_(demand=problem.demand * 2.5)
+    placements = np.array(list(itertools.product(range(problem.n_hosts), repeat=problem.n_tasks)))
+    valid = [a for a in placements if not violations(problem, a)]
+    optimum = min(evaluate(problem, a).objective for a in valid)
+    start = valid[pick % len(valid)]
+    for result in (solve_cpsat(problem, time_limit=10, start=start), solve_milp(problem, time_limit=10, start=start)):
+        assert result.status == "optimal"
+        check(problem, result)
+        assert result.objective == pytest.approx(optimum, abs=AGREE)
+
+
 def test_task_without_a_host_is_reported_infeasible():
     # t1 has no current host (index -1) and is eligible nowhere: no placement exists.
     problem = small_problem([4, 4], capacity=[10, 10], cost=[1, 2], current=[0, -1])
