@@ -14,7 +14,7 @@ from packer.rules.anti_affinity import AntiAffinity
 from packer.rules.at_risk import MaxNewAtRisk
 from packer.rules.interference import Interference
 from packer.rules.moves import FewerMoves
-from packer.solvers import solve_cpsat
+from packer.solvers import solve_cpsat, solve_milp
 from packer.solvers.baselines import BASELINES, run_baseline
 from packer.solvers import bounds, engine
 from packer.solvers.bounds import freeable_cost_bound, repack_cost_bound
@@ -397,11 +397,34 @@ def test_a_search_ends_before_its_time_limit_only_with_cp_sats_proof_and_says_wh
     assert result.stats["search_ended"] == engine.PROVED == "CP-SAT proved the plan optimal"
     assert result.stats["neighbourhood_search"]["largest_hosts"] == problem.n_hosts
     assert phases[-1] == "search ended early"
+    assert result.status == "optimal" and result.objective - 1e-4 <= result.bound <= result.objective
     from packer.cli.output import _status
 
-    summary = {"status": "feasible", "bound": None, "gap": None, "objective": {"total": result.objective}, "context": {"goal": "tco"},
+    summary = {"status": result.status, "bound": None, "gap": None, "objective": {"total": result.objective}, "context": {"goal": "tco"},
                "solver": {"stats": result.stats}}
+    assert _status(summary).startswith("optimal (proven)")
     assert _status(summary).endswith(f"; the search ended before its time limit: {engine.PROVED}")
+
+
+def test_a_proven_plan_is_optimal_with_its_proof_as_bound_and_auto_leaves_it_as_it_is():
+    problem = random_problem(5, 40, 12, max_moves=6, weights=GoalWeights(fragmentation=0.0, moves=0.0))
+    optimum = solve_milp(problem).objective
+    for solver in ("engine", "auto"):
+        result = run_solver(problem, solver, 5, seed=0, deterministic=True)
+        assert result.stats["search_ended"] == engine.PROVED
+        assert result.status == "optimal" and result.solver == "engine" and "auto" not in result.stats
+        assert result.objective - 1e-4 <= result.bound <= result.objective
+        assert result.objective == pytest.approx(optimum, abs=1e-4)
+
+
+@pytest.mark.parametrize("guard", [{"max_new_at_risk": 0}, {"min_rp": 0.0}])
+def test_a_proof_under_a_rule_cp_sat_cannot_state_exactly_keeps_the_plan_feasible(guard):
+    # The tasks-at-risk guard is checked on CP-SAT's plans, not stated in its model: the proof holds, but verify, which
+    # re-proves an optimal plan with the same model, could not. The RP guard's rounding makes CP-SAT's proof unsure.
+    problem = random_problem(0, 12, 4, max_moves=3, sens=True, **guard)
+    result = run_solver(problem, "engine", 3, seed=0, deterministic=True)
+    assert result.stats["search_ended"] == engine.PROVED
+    assert result.status == "feasible" and result.bound < result.objective - 1e-3
 
 
 def test_a_search_without_gains_runs_to_its_time_limit_on_growing_neighbourhoods(monkeypatch):

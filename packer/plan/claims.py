@@ -11,7 +11,8 @@ details) and ``runtime_s``. :func:`check_claims` re-derives each of them it can:
   whose bound came from column generation, a run of it with the plan's time limit
   (:func:`packer.solvers.run.pattern_lower_bound`; under ``--deterministic`` it reproduces the
   solve's and the summary must state it); for a plan of an exact solver (cbc,
-  highs, cpsat) that claims ``optimal`` or a bound above the engine's, the optimum, by
+  highs, cpsat) that claims ``optimal`` or a bound above the engine's, and for an engine
+  plan that claims ``optimal`` (CP-SAT's proof over the whole instance), the optimum, by
   re-solving the exact model with CBC (single-threaded,
   the plan's seed; up to :data:`packer.solvers.run.EXACT_MAX_PAIRS` ``["cbc"]`` task-host
   pairs and :func:`exact_time_limit` seconds);
@@ -144,7 +145,8 @@ def check_claims(problem: PlacementProblem, context: PlanContext, summary: dict[
                                    "which converged: no run of it can go higher")
         # An exact re-solve is slow: only when the plan claims more than verify's own bound shows.
         needs_proof = status == "optimal" or (bound is not None and bound > lower.value + _slack(lower.value))
-        if name in EXACT_SOLVERS and needs_proof:
+        # The engine claims optimal only on CP-SAT's proof over the whole instance (the exact model): re-proven the same way.
+        if (name in EXACT_SOLVERS or (name == "engine" and status == "optimal")) and needs_proof:
             expected, method = _exact_bound(problem, context, name, status, lower, found)
         elif name == "cbc":
             expected, method = _relaxation_bound(problem)
@@ -153,7 +155,7 @@ def check_claims(problem: PlacementProblem, context: PlanContext, summary: dict[
     _check_status(found, problem, status, bound, objective, lower)
     _check_flags(found, context, summary, stats, status)
     if own:
-        _check_engine_detail(found, problem, assign, detail, own, bound, name)
+        _check_engine_detail(found, problem, assign, detail, own, bound, name, status)
     moves = int((assign != problem.current).sum())
     for key, value, recomputed in (("solver.objective", solver.get("objective"), objective),
                                    ("solver.stats.objective_check", stats.get("objective_check"), objective),
@@ -269,7 +271,7 @@ def _check_flags(found: ClaimsFinding, context: PlanContext, summary: dict[str, 
 
 
 def _check_engine_detail(found: ClaimsFinding, problem: PlacementProblem, assign: np.ndarray, detail: dict, own: dict,
-                         bound: float | None, name: str) -> None:
+                         bound: float | None, name: str, status: Any) -> None:
     """The engine's bound details (``solver.stats.bound``) against verify's :func:`engine_bound` and the placement."""
     expected: dict[str, Any] = {}
     if "freeable_bound" in detail and "freeable_bound" in own:
@@ -278,9 +280,11 @@ def _check_engine_detail(found: ClaimsFinding, problem: PlacementProblem, assign
         if own.get("exact"):
             expected["freeable_bound"] = own["freeable_bound"]
     elif "primary_lower_bound" in detail:
-        # The engine's bound is its primary lower bound; auto's exact solver may have raised the plan's bound above it.
-        lower = bound if name == "engine" else detail["primary_lower_bound"]
-        expected = {"primary_lower_bound": bound} if name == "engine" else {}
+        # The engine's bound is its primary lower bound, unless a proof (the engine's CP-SAT, or auto's exact solver) raised
+        # the plan's bound above it.
+        own_bound = name == "engine" and status != "optimal"
+        lower = bound if own_bound else detail["primary_lower_bound"]
+        expected = {"primary_lower_bound": bound} if own_bound else {}
         if _is_number(lower) and _is_number(bound) and lower > bound + _slack(bound):
             found.wrong.append(f"solver.stats.bound.primary_lower_bound: summary says {lower!r}, above the plan's bound {bound!r}")
         if _is_number(lower):

@@ -597,11 +597,15 @@ def solve_engine(
         log.error("engine produced an invalid placement (%s); returning the current placement", "; ".join(problems))
         assign = problem.current.copy()
     ev = evaluate(problem, assign)
+    # A proof is stated where every rule is in CP-SAT's model exactly, so that verify can re-prove it (:mod:`packer.plan.claims`).
+    proof_bound = searched.pop("proven_bound", -np.inf)
+    proven = (ended == PROVED and not interrupted and not problems
+              and all("exact" in rule.strategies and rule.cpsat_proves for rule in problem.rules))
     return SolveResult(
         assign=assign,
-        status="feasible",
+        status="optimal" if proven else "feasible",
         objective=ev.objective,
-        bound=-np.inf,
+        bound=proof_bound if proven else -np.inf,
         solver="engine",
         wall_s=time.perf_counter() - t0,
         infeasible_tasks=[],
@@ -735,6 +739,7 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
             # CP-SAT's optimum leaves out the rules it cannot state (a relaxation): met by the plan kept (the incumbent, or
             # CP-SAT's plan just taken), it proves it optimal; a better plan that breaks such a rule proves nothing.
             if result.status == "optimal" and result.objective >= best - 1e-9:
+                searched["proven_bound"] = result.bound
                 return state, PROVED, searched
             continue
         if len(open_hosts) == 0 or (empties >= GROW_AFTER and fully_grown):
