@@ -288,9 +288,8 @@ def test_an_untouched_solved_plan_verifies(solved, name):
 @pytest.mark.parametrize(
     "name, edit, message",
     [
-        # Verify re-proves the engine's plan optimal with CBC (it is), but an optimal plan's bound meets its objective.
+        # Verify re-proves these engine plans optimal with CBC (they are), but an optimal plan's bound meets its objective.
         ("engine-budget", lambda s: s.update(status="optimal"), "with status 'optimal': an optimal plan's bound meets its objective"),
-        # Verify re-proves the engine's plan optimal with CBC (it is), but an optimal plan's bound meets its objective.
         ("engine-full", lambda s: s.update(status="optimal"), "with status 'optimal': an optimal plan's bound meets its objective"),
         ("engine-budget", lambda s: with_bound(s["bound"] + 0.5)(s), "bound: summary says 7.5, recomputed 7.0 (the primary cost today minus"),
         ("engine-full", lambda s: (with_bound(1.003)(s), s["solver"]["stats"]["bound"].update(primary_lower_bound=1.003)),

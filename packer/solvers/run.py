@@ -420,7 +420,8 @@ def _run_engine(problem: PlacementProblem, time_limit: float, seed: int, progres
                           progress=None if progress is None else engine_progress, bound=bound, primary_target=target)
     result = solve_engine(problem, config, start=start, hosts_per_arch=hosts_per_arch, task_arch=task_arch, starts=starts)
     result.wall_s = clock.wall()
-    result.bound = max(bound, result.bound) if math.isfinite(bound) else result.bound  # the engine's own: a proof's
+    # The better of this bound and the engine's own: CP-SAT's where it proved the plan optimal, else none.
+    result.bound = max(bound, result.bound) if math.isfinite(bound) else result.bound
     result.stats["bound"] = bound_detail(problem, result.assign, detail)
     result.stats["objective_check"] = evaluate(problem, result.assign).objective
     return result
