@@ -17,7 +17,7 @@ from packer.model.metrics import evaluate
 from packer.plan.plan import MOVES_FILE, PLACEMENT_FILE, REPORT_FILE, SUMMARY_FILE, format_gap, relative_gap, write_plan
 from packer.plan.context import PlanContext
 from packer.io.presets import get_preset
-from packer.model.build import RuleOptions, build_problem
+from packer.model.build import GoalWeights, RuleOptions, build_problem
 from packer.characterization.profile import profile_tasks
 from packer.solvers.result import SolveResult
 from packer.io.trace import read_trace, write_trace
@@ -344,3 +344,21 @@ def test_a_deterministic_column_generation_bound_must_be_stated_exactly(determin
     found = check_claims(problem, context, summary, result.assign)
     # A lower bound below the true one is still valid: only a reproducible run can tell that it is not what the solve computed.
     assert bool(found.wrong) == deterministic, found.wrong
+
+
+@pytest.mark.parametrize("max_moves", [None, 1])
+def test_a_plan_below_its_primary_bound_by_a_host_kept_over_capacity_has_a_valid_bound_that_verifies(max_moves):
+    # h0 holds 6 + 6 of 10 today and may keep them: one host (cost 1) with 2 cores less than nothing unused, so the
+    # fragmentation term is -0.1 and the objective 0.9, below the bound on the primary cost (1). The plan's bound adds the
+    # least that term can be.
+    problem = small_problem([6, 6], capacity=[10, 10], cost=[1, 1], current=[0, 0], weights=GoalWeights(fragmentation=0.5),
+                            max_moves=max_moves)
+    result = run_solver(problem, "engine", time_limit=1.0, deterministic=True)
+    assert result.assign.tolist() == [0, 0] and result.objective == pytest.approx(0.9)
+    assert result.bound == pytest.approx(0.9) and result.stats["bound"]["objective_floor"] == pytest.approx(-0.1)
+    context = PlanContext(trace="unused", solver="engine", time_limit_s=1.0, deterministic=True)
+    summary = {"status": result.status, "bound": result.bound,
+               "solver": {"name": "engine", "objective": result.objective, "stats": result.stats}}
+    found = check_claims(problem, context, summary, result.assign)
+    assert not found.wrong, found.wrong
+    assert any(line.startswith(f"bound {result.bound:.6g}: recomputed") for line in found.proven), found.proven

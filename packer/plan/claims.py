@@ -135,6 +135,7 @@ def check_claims(problem: PlacementProblem, context: PlanContext, summary: dict[
         if name == "engine" and "column generation" in str(detail.get("kind", "")) and "primary_lower_bound" in own and supported(problem):
             cg, run = pattern_lower_bound(problem, context.time_limit_s or DEFAULT_TIME_LIMIT, own["primary_lower_bound"],
                                           context.deterministic)
+            cg += own.get("objective_floor", 0.0)  # on the primary cost: the objective's bound
             lower.add(cg, "column generation over host patterns (verify's run)")
             # Counted as work (--deterministic) the run is reproducible and its bound must be the summary's; by wall clock, a claim.
             expected = None
@@ -282,13 +283,18 @@ def _check_engine_detail(found: ClaimsFinding, problem: PlacementProblem, assign
     elif "primary_lower_bound" in detail:
         # The engine's bound is its primary lower bound, unless a proof (the engine's CP-SAT, or auto's exact solver) raised
         # the plan's bound above it.
+        # The plan's bound is the primary one plus the objective's floor (:func:`packer.solvers.run.objective_floor`).
         own_bound = name == "engine" and status != "optimal"
-        lower = bound if own_bound else detail["primary_lower_bound"]
-        expected = {"primary_lower_bound": bound} if own_bound else {}
-        if _is_number(lower) and _is_number(bound) and lower > bound + _slack(bound):
-            found.wrong.append(f"solver.stats.bound.primary_lower_bound: summary says {lower!r}, above the plan's bound {bound!r}")
+        floor = own.get("objective_floor", 0.0)
+        lower = (bound - floor if _is_number(bound) else bound) if own_bound else detail["primary_lower_bound"]
+        expected = {"primary_lower_bound": lower} if own_bound else {}
+        if _is_number(lower) and _is_number(bound) and lower + floor > bound + _slack(bound):
+            found.wrong.append(f"solver.stats.bound.primary_lower_bound: summary says {lower!r}, above the plan's bound {bound!r}"
+                               + (f" less the objective's floor {floor!r}" if floor else ""))
         if _is_number(lower):
             expected["primary_gap"] = bound_detail(problem, assign, {"primary_lower_bound": lower})["primary_gap"]
+    if "objective_floor" in own:
+        expected["objective_floor"] = own["objective_floor"]
     for key, value in expected.items():
         claimed = detail.get(key)
         if key not in detail:

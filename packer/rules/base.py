@@ -127,6 +127,10 @@ class Goal:
     def add_to_model(self, model: ExactModel) -> None:
         """Add the weighted term to the exact model's objective (the part outside the model as its constant)."""
 
+    def least(self, problem: PlacementProblem) -> float:
+        """A lower bound on the weighted term over valid placements (objective units); 0 for a term that cannot be negative."""
+        return 0.0
+
     def describe(self) -> dict[str, Any]:
         return {"goal": self.name, "weight": self.weight}
 

@@ -8,6 +8,8 @@ their scaled capacity: a cost per occupied host.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from packer.model.metrics import host_loads, occupied
 from packer.rules.base import Goal
 
@@ -31,6 +33,13 @@ class Fragmentation(Goal):
         """The placement-independent part, ``−weight · Σ_dims Σ_tasks demand / frag_scale``."""
         demand = problem.demand[:, list(problem.frag_dims)].sum(axis=0)
         return float(-self.weight * (demand / problem.frag_scale).sum())
+
+    def least(self, problem) -> float:
+        """``−weight ·`` Σ_dims Σ_hosts (today's load − capacity)⁺ / frag_scale: only a host kept over capacity has less than
+        nothing unused, never more over than today (a host within capacity may end up to ``TOLERANCE`` over, not counted)."""
+        dims = list(problem.frag_dims)
+        over = np.clip(host_loads(problem, problem.current)[:, dims] - problem.capacity[:, dims], 0.0, None)
+        return float(-self.weight * (over.sum(axis=0) / problem.frag_scale).sum())
 
     def add_to_model(self, model):
         model.add_open_costs(self.open_cost(model.form.problem))

@@ -171,18 +171,30 @@ def tasks_that_fit_nowhere(problem: PlacementProblem) -> np.ndarray:
 def engine_bound(problem: PlacementProblem) -> tuple[float, dict, np.ndarray | None]:
     """A lower bound on the objective for the engine's result, what it rests on (see module doc) and,
     for a full repack, each task's preferred architecture in the bound's LP solution."""
+    floor = objective_floor(problem)
+    below = {"objective_floor": floor} if floor < 0 else {}
     if problem.max_moves is None or problem.max_moves >= int(problem.movable.sum()):
         # A budget that covers every movable task cannot bind: bound it as a full repack.
         lower = repack_cost_bound(problem)
         value = _integral_lower_bound(problem, lower.value)
         method = "MILP over architectures" + (", demands rounded down, and Lagrange's bound" if "demand_grid" in lower.detail else "")
-        return value, {"kind": f"lower bound on primary cost (full repack, {method})", "primary_lower_bound": value,
-                       "exact": lower.exact, **lower.detail}, lower.task_arch
+        return value + floor, {"kind": f"lower bound on primary cost (full repack, {method})", "primary_lower_bound": value,
+                               "exact": lower.exact, **below, **lower.detail}, lower.task_arch
     pools = problem.rule(Pools)
     freeable = freeable_cost_bound(problem, groups=None if pools is None else pools.host_pool)
     before = float(problem.primary_cost[np.unique(problem.current)].sum())
-    return before - freeable.value, {"kind": "upper bound on primary cost the move budget can free (LP)", "freeable_bound": freeable.value,
-                                     "primary_before": before, "exact": freeable.exact, **freeable.detail}, None
+    return before - freeable.value + floor, {"kind": "upper bound on primary cost the move budget can free (LP)",
+                                             "freeable_bound": freeable.value, "primary_before": before, "exact": freeable.exact,
+                                             **below, **freeable.detail}, None
+
+
+def objective_floor(problem: PlacementProblem) -> float:
+    """The least the objective's terms besides the primary cost sum to over valid placements (objective units, ≤ 0).
+
+    A bound on the primary cost plus this bounds the objective. It is below 0 only where a
+    term can be: fragmentation on a host kept over capacity (:meth:`packer.rules.base.Goal.least`).
+    """
+    return float(sum(goal.least(problem) for goal in problem.goals if not goal.primary))
 
 
 def _pattern_bound_and_start(problem: PlacementProblem, time_limit: float, detail: dict, progress: Callable[[Progress], None] | None,
@@ -407,7 +419,8 @@ def _run_engine(problem: PlacementProblem, time_limit: float, seed: int, progres
             hosts_per_arch = np.array([detail["hosts_per_arch"][a] for a in problem.arch_names.tolist()], dtype=float)
         starts = []
         if "primary_lower_bound" in detail and supported(problem):
-            bound, packed = _pattern_bound_and_start(problem, time_limit, detail, progress, clock)
+            primary, packed = _pattern_bound_and_start(problem, time_limit, detail, progress, clock)
+            bound = primary + detail.get("objective_floor", 0.0)
             if packed is not None:
                 starts.append(packed)
     target = detail["primary_lower_bound"] if "primary_lower_bound" in detail else detail["primary_before"] - detail["freeable_bound"]
