@@ -31,7 +31,7 @@ details) and ``runtime_s``. :func:`check_claims` re-derives each of them it can:
   never finished a proof, so ``interrupted`` with status ``optimal`` is wrong, and a solve
   that ``timed_out`` ran at least its time limit (``runtime_s``); anything else about
   them is a claim. The engine's bound details (``freeable_bound``, ``primary_before``,
-  ``freed``, ``share_of_bound``, ``primary_lower_bound``, ``primary_gap``), its
+  ``freed``, ``share_of_bound``, ``primary_lower_bound``, ``primary_gap``, ``objective_floor``), its
   ``objective_check`` and ``moves``, and ``solver.objective`` are recomputed.
 
 ``runtime_s``, ``created_utc``, the solver's other statistics and the package versions are

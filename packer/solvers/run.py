@@ -36,8 +36,9 @@ most cost the move budget could free; for a full repack no lower than the better
 MILP lower bound over architectures and the column-generation bound over host patterns
 (:mod:`packer.solvers.patterns`, whose packing is also a start for the engine, except
 where the engine re-solves the whole instance with CP-SAT,
-:func:`~packer.solvers.engine.covers_whole_instance`). The bound's details go into
-``result.stats["bound"]``.
+:func:`~packer.solvers.engine.covers_whole_instance`); both plus :func:`objective_floor` (below 0 only
+where hosts are kept over capacity), and CP-SAT's bound where it proved the engine's plan optimal.
+The bound's details go into ``result.stats["bound"]``.
 """
 from __future__ import annotations
 
