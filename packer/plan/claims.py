@@ -281,9 +281,8 @@ def _check_engine_detail(found: ClaimsFinding, problem: PlacementProblem, assign
         if own.get("exact"):
             expected["freeable_bound"] = own["freeable_bound"]
     elif "primary_lower_bound" in detail:
-        # The engine's bound is its primary lower bound, unless a proof (the engine's CP-SAT, or auto's exact solver) raised
-        # the plan's bound above it.
-        # The plan's bound is the primary one plus the objective's floor (:func:`packer.solvers.run.objective_floor`).
+        # The engine's bound is its primary lower bound plus the objective's floor (:func:`packer.solvers.run.objective_floor`),
+        # unless a proof (the engine's CP-SAT, or auto's exact solver) raised the plan's bound above it.
         own_bound = name == "engine" and status != "optimal"
         floor = own.get("objective_floor", 0.0)
         lower = (bound - floor if _is_number(bound) else bound) if own_bound else detail["primary_lower_bound"]
