@@ -50,9 +50,6 @@ class Rule:
     strategies: ClassVar[tuple[str, ...]] = STRATEGIES
     #: The most tasks the rule lets leave their host; None when it does not limit moves.
     move_limit: int | None = None
-    #: False where CP-SAT's integer rounding (:mod:`packer.solvers.cpsat`, exact only at its hint) can cut off valid
-    #: placements on the rule's limit: CP-SAT's optimum then proves nothing, and the engine does not call its plan optimal.
-    cpsat_proves: ClassVar[bool] = True
 
     def violations(self, problem: PlacementProblem, assign: np.ndarray) -> list[str]:
         """Readable sentences for each way ``assign`` (T,) breaks the rule; [] when it holds."""

@@ -6,6 +6,12 @@ task's RP falls as its host's RP load rises, "task t on host h keeps RP ≥ X" i
 upper bound on h's load in each RP-load column (:func:`packer.model.rpf.rp_thresholds`),
 so the guard is a per-host load limit for the heuristics (:class:`RPFloors`) and a
 linear constraint in the exact model (:func:`add_rp_constraints`).
+
+The guard holds to within :data:`RP_LOAD_TOLERANCE` of each column's scale in load, as
+capacity holds to within its tolerance: a task already below the guard sits on its
+limit today, and a tolerance in RP alone (1e-6) was as little as 7e-8 load units there,
+below CP-SAT's resolution (1e-7), so from any start but today's CP-SAT could not put
+its host back to today's load.
 """
 from __future__ import annotations
 
@@ -16,6 +22,15 @@ from packer.rules.base import Rule
 
 #: Slack (RP load units, relative to the column's scale) allowed by the heuristics' float comparisons.
 RP_LOAD_SLACK = 1e-9
+#: Load (relative to the column's scale, :func:`rp_load_scale`) by which a host may pass a task's RP limit: the guard's
+#: tolerance, well above CP-SAT's resolution (1e-7 of the unit). The exact model keeps half of it for the MILP solvers.
+RP_LOAD_TOLERANCE = 1e-6
+
+
+def rp_load_scale(problem) -> np.ndarray:
+    """(1+K,) each RP-load column's scale: its largest finite host capacity (load units; 1e-12 where none is finite)."""
+    cap = rp_capacity(problem)
+    return np.maximum(np.where(np.isfinite(cap), cap, 0.0).max(axis=0, initial=0.0), 1e-12)
 
 
 class RPFloors:
@@ -33,7 +48,7 @@ class RPFloors:
         self.floors = np.asarray(floors, dtype=float)
         self.demand = rp_demand(p)
         self.cpu = p.dims.index("cpu")
-        self.scale = np.maximum(np.where(np.isfinite(rp_capacity(p)), rp_capacity(p), 0.0).max(axis=0), 1e-12)
+        self.scale = rp_load_scale(p)
         self.host_cap = np.full((p.n_hosts, self.demand.shape[1]), np.inf)
         placed = np.flatnonzero(state.assign >= 0)
         np.minimum.at(self.host_cap, state.assign[placed], rp_thresholds(p, placed, state.assign[placed], self.floors[placed]))
@@ -67,9 +82,6 @@ class MinRP(Rule):
 
     name = "minimum relative performance"
     strategies = ("engine", "exact", "fair")
-    # A task below the guard keeps its RP of today within 1e-6 (RP): its host's load within today's by as little as 7e-8
-    # (load units), below CP-SAT's resolution of 1e-7; from another start, CP-SAT missed a plan going back to today's.
-    cpsat_proves = False
 
     def __init__(self, level: float):
         if not np.isfinite(level):
@@ -81,7 +93,9 @@ class MinRP(Rule):
         return np.minimum(self.level, relative_performance(problem, problem.current)) - RP_TOLERANCE
 
     def violations(self, problem, assign):
-        low = relative_performance(problem, assign) < self.floors(problem)
+        assign = np.asarray(assign, dtype=np.int64)
+        limit = rp_thresholds(problem, np.arange(problem.n_tasks), assign, self.floors(problem))
+        low = (rp_loads(problem, assign)[assign] > limit + RP_LOAD_TOLERANCE * rp_load_scale(problem)).any(axis=1)
         if not low.any():
             return []
         return [f"{int(low.sum())} tasks below the relative-performance guard {self.level:g} "
@@ -97,14 +111,17 @@ class MinRP(Rule):
         return state.tally[self].admits(t, hosts)
 
     def add_to_model(self, model):
-        add_rp_constraints(model, self.floors(model.form.problem))
+        add_rp_constraints(model, self.floors(model.form.problem), tolerance=RP_LOAD_TOLERANCE)
 
     def describe(self):
         return {"rule": self.name, "min_rp": self.level}
 
 
-def add_rp_constraints(model, level: np.ndarray, enforce: np.ndarray | None = None) -> None:
+def add_rp_constraints(model, level: np.ndarray, enforce: np.ndarray | None = None, tolerance: float = 0.0) -> None:
     """Constrain the exact ``model`` so that every task t has RP ≥ ``level[t]`` (T,) raw RPs.
+
+    ``tolerance``: load (relative to each column's scale, :func:`rp_load_scale`) a host may
+    exceed a task's limit by; the MILP backends keep half of it (:data:`RP_LOAD_TOLERANCE`).
 
     ``enforce`` (T,): optional boolean variables of ``model``; the constraint of task t
     holds only where ``enforce[t]`` is true. Tasks outside the neighbourhood keep their RP
@@ -119,8 +136,9 @@ def add_rp_constraints(model, level: np.ndarray, enforce: np.ndarray | None = No
     base_load = rp_loads(p, form.base)
     in_model = form.in_model
     fixed = np.flatnonzero(~form.is_free & in_model[form.base])
-    pair_thr = rp_thresholds(p, form.pair_task, form.pair_host, level[form.pair_task])
-    fixed_thr = rp_thresholds(p, fixed, form.base[fixed], level[fixed])
+    slack = tolerance * rp_load_scale(p)
+    pair_thr = rp_thresholds(p, form.pair_task, form.pair_host, level[form.pair_task]) + slack
+    fixed_thr = rp_thresholds(p, fixed, form.base[fixed], level[fixed]) + slack
     by_host = form.pairs_by_host()
     fixed_by_host: dict[int, list[int]] = {}
     for i, h in enumerate(form.base[fixed].tolist()):
@@ -152,7 +170,8 @@ def add_rp_constraints(model, level: np.ndarray, enforce: np.ndarray | None = No
                              -least, kind="physical", unit=unit)
             for k in binding_p:
                 task, pair = int(form.pair_task[ids[k]]), int(ids[k])
-                model.add_le([bound], [1.0], max(float(room_p[k]), least - 1.0), enforce=literals(task, pair), kind="physical", unit=unit)
+                model.add_le([bound], [1.0], max(float(room_p[k]), least - 1.0), enforce=literals(task, pair), kind="physical", unit=unit,
+                             margin=slack[j] / 2)
             for k in binding_f:
                 model.add_le([bound], [1.0], max(float(room_f[k]), least - 1.0), enforce=literals(int(fixed[fixed_here[k]]), None),
-                             kind="physical", unit=unit)
+                             kind="physical", unit=unit, margin=slack[j] / 2)

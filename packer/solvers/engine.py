@@ -600,7 +600,7 @@ def solve_engine(
     # A proof is stated where every rule is in CP-SAT's model exactly, so that verify can re-prove it (:mod:`packer.plan.claims`).
     proof_bound = searched.pop("proven_bound", -np.inf)
     proven = (ended == PROVED and not interrupted and not problems
-              and all("exact" in rule.strategies and rule.cpsat_proves for rule in problem.rules))
+              and all("exact" in rule.strategies for rule in problem.rules))
     return SolveResult(
         assign=assign,
         status="optimal" if proven else "feasible",
