@@ -314,7 +314,7 @@ def test_the_neighbourhood_search_leaves_a_placement_that_breaks_a_rule_to_the_c
     broken = np.zeros(problem.n_tasks, dtype=np.int64)  # every task on host 0: over its capacity
     assert violations(problem, broken)
     state = PlacementState(problem, broken)
-    after, _, _ = _lns(state, EngineConfig(time_limit=10), np.random.default_rng(0), SearchClock(10.0), lambda *a: None)
+    after = _lns(state, EngineConfig(time_limit=10), np.random.default_rng(0), SearchClock(10.0), lambda *a: None).state
     assert after is state and (after.assign == broken).all()
 
 
@@ -488,8 +488,8 @@ def test_a_search_on_a_wall_clock_stops_its_sub_solves_at_its_time_limit():
     # the first sub-solve, whose time the search does not know in advance (0.56 s in a CI run).
     problem = random_problem(3, 200, 40, sens=True, max_moves=None)
     clock = SearchClock(4.0)
-    _, _, searched = _lns(PlacementState(problem, problem.current), EngineConfig(time_limit=4.0), np.random.default_rng(0), clock,
-                          lambda *a: None)
+    searched = _lns(PlacementState(problem, problem.current), EngineConfig(time_limit=4.0), np.random.default_rng(0), clock,
+                    lambda *a: None).searched
     assert searched["largest_hosts"] == problem.n_hosts
     assert clock.wall() <= 5.0
 

@@ -65,7 +65,7 @@ import heapq
 import logging
 import time
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -526,7 +526,7 @@ def solve_engine(
     whole = config.lns and covers_whole_instance(problem, config.lns_hosts) and construction >= MIN_CONSTRUCTION
     building = clock.part(construction) if whole else clock
     interrupted = timed_out = False
-    ended, searched = None, {"count": 0, "largest_hosts": 0}
+    ended, searched, proof_bound = None, {"count": 0, "largest_hosts": 0}, -np.inf
     first = problem.current if start is None else start
     state = PlacementState(problem, first)
     relief = bool(problem.sens_dims) and problem.weight(Interference) > 0
@@ -583,7 +583,7 @@ def solve_engine(
                 timed_out = timed_out and clock.expired()  # cut short for the whole-instance solve, not by the time limit
             reached = _at_target(state, config.primary_target)
             if config.lns and not reached and not clock.expired():
-                state, ended, searched = _lns(state, config, rng, clock, report)
+                state, ended, searched, proof_bound = _lns(state, config, rng, clock, report)
                 if ended:
                     report("search ended early")  # the status line says why
     except KeyboardInterrupt:
@@ -598,7 +598,6 @@ def solve_engine(
         assign = problem.current.copy()
     ev = evaluate(problem, assign)
     # A proof is stated where every rule is in CP-SAT's model exactly, so that verify can re-prove it (:mod:`packer.plan.claims`).
-    proof_bound = searched.pop("proven_bound", -np.inf)
     proven = (ended == PROVED and not interrupted and not problems
               and all("exact" in rule.strategies for rule in problem.rules))
     return SolveResult(
@@ -673,21 +672,28 @@ def covers_whole_instance(problem: PlacementProblem, hosts: int = EngineConfig.l
     return problem.n_hosts <= 2 * hosts and int(problem.movable.sum()) <= NEIGHBOURHOOD_TASKS
 
 
-def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, clock: SearchClock,
-         report) -> tuple[PlacementState, str | None, dict]:
-    """Large-neighbourhood search with the exact CP-SAT sub-solver around the current frontier, to the time limit.
+class Search(NamedTuple):
+    """What :func:`_lns` ends with."""
 
-    Returns the placement, why the search ended before its time limit (:data:`PROVED`,
-    :data:`NOTHING_TO_MOVE`; None), and what was searched: ``count`` neighbourhoods, the
-    ``largest_hosts`` of them.
-    """
+    #: The placement.
+    state: PlacementState
+    #: Why the search ended before its time limit (:data:`PROVED`, :data:`NOTHING_TO_MOVE`), or None.
+    ended: str | None
+    #: What was searched: ``count`` neighbourhoods, the ``largest_hosts`` of them.
+    searched: dict
+    #: CP-SAT's lower bound on the whole instance's objective where it proved the plan optimal; -inf otherwise.
+    proven_bound: float = -np.inf
+
+
+def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, clock: SearchClock, report) -> Search:
+    """Large-neighbourhood search with the exact CP-SAT sub-solver around the current frontier, to the time limit."""
     p = state.p
     best = evaluate(p, state.assign).objective
     searched = {"count": 0, "largest_hosts": 0}
     broken = violations(p, state.assign)
     if broken:  # every sub-solve starts from a valid placement; the caller falls back on the current one
         log.error("the construction broke a rule (%s); no neighbourhood search", "; ".join(broken))
-        return state, None, searched
+        return Search(state, None, searched)
     stale = empties = 0
     # Neighbourhoods grow by this factor (hosts and seconds) after GROW_AFTER in a row gain nothing, until the task cap
     # trims one or one holds every host; the whole instance (within the cap) is re-solved once.
@@ -739,11 +745,10 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
             # CP-SAT's optimum leaves out the rules it cannot state (a relaxation): met by the plan kept (the incumbent, or
             # CP-SAT's plan just taken), it proves it optimal; a better plan that breaks such a rule proves nothing.
             if result.status == "optimal" and result.objective >= best - 1e-9:
-                searched["proven_bound"] = result.bound
-                return state, PROVED, searched
+                return Search(state, PROVED, searched, result.bound)
             continue
         if len(open_hosts) == 0 or (empties >= GROW_AFTER and fully_grown):
-            return state, NOTHING_TO_MOVE, searched
+            return Search(state, NOTHING_TO_MOVE, searched)
         empty = np.flatnonzero((state.count == 0) & state.receiver)
         cheap = empty[np.argsort(price[empty], kind="stable")][:max(2, size // 4)]
         seconds = min(config.lns_time * scale, clock.remaining())
@@ -779,7 +784,7 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
                 break
         else:
             stale += 1
-    return state, None, searched
+    return Search(state, None, searched)
 
 
 def _at_target(state: PlacementState, target: float | None) -> bool:
