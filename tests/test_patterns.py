@@ -155,6 +155,17 @@ def test_where_the_engine_re_solves_the_whole_instance_column_generation_only_bo
     assert limits[1:] == [pytest.approx(run.PATTERN_TIME_SHARE * 2)] and len(packings) == 1
 
 
+def test_where_no_packing_is_built_from_the_columns_the_engine_gets_the_packings_share():
+    # 600 tasks: column generation gives up after one iteration, on classes rounded too much for a packing. The packing's
+    # share (a quarter of the limit) was charged all the same, and the engine searched for half of a 2-s solve.
+    from packer.solvers import run
+
+    problem = random_problem(0, 600, 150, sens=True, max_moves=None)
+    result = run_solver(problem, "engine", time_limit=2, deterministic=True)
+    assert result.stats["bound"]["pattern_gave_up"] and "pattern_packing" not in result.stats["bound"]
+    assert result.stats["deterministic"]["work_s"] >= 2 * (1 - run.PATTERN_TIME_SHARE) - 1e-6
+
+
 def test_column_generation_gives_up_while_its_lp_stays_far_above_another_bound():
     problem, optimum = known_optimum_problem(11, 300)
     found = column_generation(problem, time_limit=2, give_up_above=0.5 * optimum)

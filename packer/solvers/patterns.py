@@ -702,6 +702,24 @@ def column_generation(problem: PlacementProblem, time_limit: float = 30.0, max_c
                          master=master, wall_s=clock.wall(), gave_up=gave_up, useless=useless, capped=clock.capped)
 
 
+def packing_applies(problem: PlacementProblem, found: PatternResult) -> bool:
+    """Whether :func:`pattern_packing` builds a packing from ``found`` rather than returning None at once (its doc says when)."""
+    if any(rule.name not in PACKING_RULES for rule in problem.rules) or not found.master.columns or found.iterations == 0 or found.useless:
+        return False  # no iteration: no prices, and the columns are today's hosts and a first fit (37,000 tasks: 6 s for nothing)
+    settled = found.converged or (_whole(found) and _target(found) >= math.ceil(found.lp - 1e-6))  # the bound met the LP (rounded up)
+    return settled or rounded_share(problem, found.classes) <= UNSETTLED_ROUNDING
+
+
+def _whole(found: PatternResult) -> bool:
+    """Whether every packing of ``found``'s host types costs a whole number and its bound is finite."""
+    return bool(np.isfinite(found.bound) and found.types.whole_costs)
+
+
+def _target(found: PatternResult) -> float:
+    """The least cost a packing can reach by ``found``'s bound: rounded up where costs are whole (-inf before a first bound)."""
+    return math.ceil(found.bound - 1e-6) if _whole(found) else found.bound
+
+
 def pattern_packing(problem: PlacementProblem, found: PatternResult, time_limit: float = 10.0,
                     deterministic: bool = False) -> np.ndarray | None:
     """A placement from patterns (module doc): an integer master, slots, then best fit for the rest.
@@ -732,14 +750,9 @@ def pattern_packing(problem: PlacementProblem, found: PatternResult, time_limit:
     finds a solution in ``time_limit`` seconds. The placement may
     still break a rule the caller checks; the engine only keeps a valid start.
     """
-    master = found.master
-    if any(rule.name not in PACKING_RULES for rule in problem.rules) or not master.columns or found.iterations == 0 or found.useless:
-        return None  # no iteration: no prices, and the columns are today's hosts and a first fit (37,000 tasks: 6 s for nothing)
-    integral = np.isfinite(found.bound) and found.types.whole_costs
-    target = math.ceil(found.bound - 1e-6) if integral else found.bound  # -inf when column generation ran out before its first bound
-    settled = found.converged or (integral and target >= math.ceil(found.lp - 1e-6))  # the bound met the LP (rounded up)
-    if not settled and rounded_share(problem, found.classes) > UNSETTLED_ROUNDING:
+    if not packing_applies(problem, found):
         return None
+    target = _target(found)
     clock = SearchClock(time_limit, deterministic)
     if found.gave_up:
         methods, shares = [full_packing], [1.0]

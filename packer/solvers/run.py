@@ -65,8 +65,8 @@ from packer.solvers.engine import EngineConfig, Progress, covers_whole_instance,
 from packer.solvers.exact import unplaceable_tasks
 from packer.solvers.leximin import solve_leximin_engine, solve_leximin_exact
 from packer.solvers.milp import solve_milp
-from packer.solvers.patterns import (PatternResult, column_generation, pattern_packing, perfect_packing, perfect_packing_classes,
-                                     supported)
+from packer.solvers.patterns import (PatternResult, column_generation, packing_applies, pattern_packing, perfect_packing,
+                                     perfect_packing_classes, supported)
 from packer.solvers.pools import solve_pools, why_not_split
 from packer.solvers.result import SolveResult
 
@@ -207,9 +207,9 @@ def _pattern_bound_and_start(problem: PlacementProblem, time_limit: float, detai
     ``time_limit``): if it meets the lower bound it is optimal, and column generation is
     not run. Column generation gets :data:`PATTERN_TIME_SHARE` of ``time_limit`` for the bound
     and as much again, plus what the bound left unused, for the integer packing (and
-    :data:`PATTERN_PROOF_SHARE` more where it may prove the optimum), but none where it
-    stopped as useless (:attr:`~packer.solvers.patterns.PatternResult.useless`); the engine
-    gets the rest. Where the engine re-solves the whole instance, only the bound, on
+    :data:`PATTERN_PROOF_SHARE` more where it may prove the optimum), but none where no
+    packing would be built from its columns (:func:`~packer.solvers.patterns.packing_applies`,
+    e.g. it stopped as useless); the engine gets the rest. Where the engine re-solves the whole instance, only the bound, on
     :data:`WHOLE_INSTANCE_PATTERN_SHARE`. ``clock``: the solve's; a deterministic one is
     charged each share that was used, whole.
     """
@@ -241,7 +241,7 @@ def _pattern_bound_and_start(problem: PlacementProblem, time_limit: float, detai
     detail.update(found.detail)
     if lower > detail["primary_lower_bound"]:
         detail.update(primary_lower_bound=lower, kind="lower bound on primary cost (full repack, column generation over host patterns)")
-    if interrupt.stop_requested() or found.useless or whole:
+    if interrupt.stop_requested() or whole or not packing_applies(problem, found):
         return detail["primary_lower_bound"], perfect
     clock.spend(share)
     # What column generation left of its share goes to the packing too (not when deterministic: a wall time is not reproducible).
