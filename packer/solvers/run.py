@@ -210,8 +210,8 @@ def _pattern_bound_and_start(problem: PlacementProblem, time_limit: float, detai
     :data:`PATTERN_PROOF_SHARE` more where it may prove the optimum), but none where no
     packing would be built from its columns (:func:`~packer.solvers.patterns.packing_applies`,
     e.g. it stopped as useless); the engine gets the rest. Where the engine re-solves the
-    whole instance, only the bound, on :data:`WHOLE_INSTANCE_PATTERN_SHARE`. ``clock``: the solve's; a deterministic one is
-    charged each share that was used, whole.
+    whole instance, only the bound, on :data:`WHOLE_INSTANCE_PATTERN_SHARE`. ``clock``: the
+    solve's; a deterministic one is charged each share that was used, whole.
     """
     deterministic = clock.deterministic
     lower = detail["primary_lower_bound"]
