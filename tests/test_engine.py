@@ -8,7 +8,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from packer.model.build import GoalWeights
+from packer.model.build import GoalWeights, RuleOptions, make_goals, make_rules
+from packer.model.problem import PlacementProblem
+from packer.rules.min_rp import MinRP
 from packer.model.metrics import evaluate, tasks_at_risk, violations
 from packer.rules.anti_affinity import AntiAffinity
 from packer.rules.at_risk import MaxNewAtRisk
@@ -72,10 +74,16 @@ def test_the_neighbourhood_search_keeps_rules_the_exact_model_leaves_out(seed):
     assert result.objective <= evaluate(problem, problem.current).objective + 1e-9
 
 
-@settings(max_examples=30, deadline=None)
-@given(seed=st.integers(0, 10_000), n_tasks=st.integers(2, 16), n_hosts=st.integers(2, 7))
-def test_bounds_hold_against_the_proven_optimum(seed, n_tasks, n_hosts):
-    problem = random_problem(seed, n_tasks, n_hosts, weights=GoalWeights(fragmentation=0.0, moves=0.0))
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), n_tasks=st.integers(2, 16), n_hosts=st.integers(2, 7), min_rp=st.sampled_from([None, 0.0, 0.5, 0.8]),
+       crowded=st.booleans())
+@example(seed=8, n_tasks=12, n_hosts=3, min_rp=0.5, crowded=True)
+def test_bounds_hold_against_the_proven_optimum(seed, n_tasks, n_hosts, min_rp, crowded):
+    """Both bounds, also where they count the RP guard's load limits (crowded: demands doubled, so that room is scarce)."""
+    problem = random_problem(seed, n_tasks, n_hosts, sens=min_rp is not None, min_rp=min_rp,
+                             weights=GoalWeights(fragmentation=0.0, sensitivity=0.0, moves=0.0))
+    if crowded:
+        problem = problem.with_(demand=problem.demand * 2)
     exact = solve_cpsat(problem, time_limit=10, num_workers=1, deterministic=True)
     assert exact.status == "optimal"
     before = problem.primary_cost[np.unique(problem.current)].sum()
@@ -175,6 +183,30 @@ def test_lagranges_bound_recovers_what_rounding_loses():
         rounded = repack_cost_bound(problem)
     assert rounded.detail["demand_grid"] == 8 and rounded.detail["rounded_bound"] < 0.7 * optimum
     assert rounded.value == pytest.approx(optimum)
+
+
+def apart_under_the_guard(max_moves: int | None) -> PlacementProblem:
+    """Two small tasks on two hosts of cost 1, each at RP 2/3 alone in memory bandwidth; together both would be at -1/3,
+    below the guard 0.5: capacity lets one host take both, the guard does not."""
+    return PlacementProblem(
+        task_ids=np.array(["a", "b"]), host_ids=np.array(["h0", "h1"]), arch_names=np.array(["x"]), dims=("cpu", "mem"),
+        demand=np.array([[1.0, 1.0], [1.0, 1.0]]), capacity=np.full((2, 2), 16.0), frag_dims=(0, 1), sens_dims=("membw",),
+        sens_demand=np.array([[0.6], [0.6]]), sens_capacity=np.ones((2, 1)), host_arch=np.zeros(2, dtype=np.int64), cost=np.ones(2),
+        eligible=np.ones((2, 1), dtype=bool), current=np.array([0, 1]), movable=np.ones(2, dtype=bool), job=np.arange(2),
+        domain=np.full(2, -1), rules=make_rules(RuleOptions(max_moves=max_moves, min_rp=0.5)), goals=make_goals("tco"))
+
+
+def test_the_bounds_count_the_rp_guards_limit_on_a_hosts_load():
+    budgeted, full = apart_under_the_guard(1), apart_under_the_guard(None)
+    unguarded = [problem.with_(rules=tuple(r for r in problem.rules if not isinstance(r, MinRP))) for problem in (budgeted, full)]
+    assert freeable_cost_bound(unguarded[0]).value == pytest.approx(1.0)
+    assert repack_cost_bound(unguarded[1]).value == pytest.approx(1.0)
+    # The guard leaves each host 0.1 of RP load (0.7 − 0.6): the share y of a host emptied must fit the others' room,
+    # 0.6 y ≤ 0.2 − 0.1 y; and no host may ever carry more than 0.7.
+    assert freeable_cost_bound(budgeted).value == pytest.approx(2 / 7, abs=1e-4)
+    assert repack_cost_bound(full).value == pytest.approx(2.0)
+    for problem in (budgeted, full):
+        assert solve_cpsat(problem, time_limit=5, num_workers=1, deterministic=True).assign.tolist() == [0, 1]
 
 
 def test_a_full_repack_starts_from_its_best_start_even_without_time_to_improve_it():

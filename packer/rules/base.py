@@ -16,7 +16,9 @@ knows how to
 * state itself in the exact model (:meth:`Rule.add_to_model`,
   :meth:`Goal.add_to_model` on a :class:`~packer.solvers.exact.ExactModel`, which is
   handed to CP-SAT and to PuLP);
-* describe itself for the plan's summary (:meth:`Rule.describe`).
+* describe itself for the plan's summary (:meth:`Rule.describe`);
+* state, where it caps a host's load besides capacity, that cap for the bounds
+  (:meth:`Rule.load_limits`).
 
 Which solver strategy honours which rule is declared once, by the rule
 (:attr:`Rule.strategies`), and checked in one place
@@ -25,6 +27,7 @@ subclass.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -37,6 +40,21 @@ if TYPE_CHECKING:
 #: Solver strategies (``packer solve --solver`` families): the scalable engine, the exact
 #: models, the leximin ``fair`` solvers and the baseline policies.
 STRATEGIES = ("engine", "exact", "fair", "baselines")
+
+
+@dataclass(frozen=True)
+class LoadLimits:
+    """Columns of host load a rule caps besides capacity (:meth:`Rule.load_limits`), in the rule's load units.
+
+    ``demand`` (T, J): each task's load. ``limit`` (H, J): the most load host h may carry
+    while every task on it today stays there (an empty host: whatever arrives), tolerance
+    included; ``inf``: no limit. ``rise`` (H, J) ≥ 0: how far the limit may rise per task that
+    leaves h (m tasks leaving raise it by at most m × rise); ``inf``: no bound known.
+    """
+
+    demand: np.ndarray
+    limit: np.ndarray
+    rise: np.ndarray
 
 
 class Rule:
@@ -80,6 +98,11 @@ class Rule:
 
     def add_to_model(self, model: ExactModel) -> None:
         """State the rule in the exact model (called only when ``"exact"`` is among :attr:`strategies`)."""
+
+    def load_limits(self, problem: PlacementProblem) -> LoadLimits | None:
+        """The host loads the rule caps besides capacity, for the move budget's bound
+        (:func:`packer.solvers.bounds.freeable_cost_bound`); None where it caps none."""
+        return None
 
     def describe(self) -> dict[str, Any]:
         """The rule and its parameters, for the summary."""

@@ -18,10 +18,12 @@ from __future__ import annotations
 import numpy as np
 
 from packer.model.rpf import RP_TOLERANCE, relative_performance, rp_capacity, rp_demand, rp_loads, rp_thresholds
-from packer.rules.base import Rule
+from packer.rules.base import LoadLimits, Rule
 
 #: Slack (RP load units, relative to the column's scale) allowed by the heuristics' float comparisons.
 RP_LOAD_SLACK = 1e-9
+#: Most (task, host type) pairs :meth:`MinRP.load_limits` evaluates at once.
+PAIRS_PER_CHUNK = 1_000_000
 #: Load (relative to the column's scale, :func:`rp_load_scale`) by which a host may pass a task's RP limit: the guard's
 #: tolerance, well above CP-SAT's resolution (1e-7 of the unit). The exact model keeps half of it for the MILP solvers.
 RP_LOAD_TOLERANCE = 1e-6
@@ -112,6 +114,51 @@ class MinRP(Rule):
 
     def add_to_model(self, model):
         add_rp_constraints(model, self.floors(model.form.problem), tolerance=RP_LOAD_TOLERANCE)
+
+    def load_limits(self, problem):
+        """RP loads (:func:`packer.model.rpf.rp_loads`): an occupied host's limit is the least threshold of its tasks today, an
+        empty host's the largest any movable task has there (:meth:`_largest_arriving`). Once m of an occupied host's n tasks
+        leave, its limit is at most the largest threshold of those left (m < n, and at most its pinned tasks' least), or that
+        of an empty host (m = n): per task leaving, at most the larger of the first rise and 1/n of the second."""
+        T, H = problem.n_tasks, problem.n_hosts
+        floors = self.floors(problem)
+        slack = RP_LOAD_TOLERANCE * rp_load_scale(problem)
+        today = rp_thresholds(problem, np.arange(T), problem.current, floors) + slack
+        arriving = self._largest_arriving(problem, floors, slack)
+        counts = np.bincount(problem.current, minlength=H)
+        limit = np.full((H, today.shape[1]), np.inf)
+        np.minimum.at(limit, problem.current, today)
+        limit[counts == 0] = arriving[counts == 0]
+        most = np.full_like(limit, -np.inf)
+        np.maximum.at(most, problem.current, today)
+        pinned = ~problem.movable
+        np.minimum.at(most, problem.current[pinned], today[pinned])
+        has_pinned = np.bincount(problem.current[pinned], minlength=H) > 0
+        with np.errstate(invalid="ignore"):
+            vacated = np.where(has_pinned[:, None], -np.inf, (arriving - limit) / np.maximum(counts, 1)[:, None])
+            rise = np.maximum(np.maximum(most - limit, vacated), 0.0)
+        rise[np.isnan(rise)] = np.inf  # a column without a limit (inf − inf): it binds nowhere, so no bound on its rise is needed
+        return LoadLimits(demand=rp_demand(problem), limit=limit, rise=rise)
+
+    @staticmethod
+    def _largest_arriving(problem, floors: np.ndarray, slack: np.ndarray) -> np.ndarray:
+        """(H, 1+K) per host, the largest RP-load threshold any movable task would have there (a threshold depends on the host
+        only through its RP capacity: evaluated once per distinct capacity, in chunks of :data:`PAIRS_PER_CHUNK` pairs)."""
+        movable = np.flatnonzero(problem.movable)
+        caps, host_type = np.unique(rp_capacity(problem), axis=0, return_inverse=True)
+        if not len(movable):
+            return np.full((problem.n_hosts, caps.shape[1]), -np.inf)
+        representative = np.zeros(len(caps), dtype=np.int64)
+        representative[host_type] = np.arange(problem.n_hosts)
+        largest = np.full(caps.shape, -np.inf)
+        per_chunk = max(1, PAIRS_PER_CHUNK // max(len(movable), 1))
+        for first in range(0, len(caps), per_chunk):
+            types = np.arange(first, min(first + per_chunk, len(caps)))
+            tasks = np.tile(movable, len(types))
+            hosts = np.repeat(representative[types], len(movable))
+            thr = rp_thresholds(problem, tasks, hosts, floors[tasks]) + slack
+            largest[types] = thr.reshape(len(types), len(movable), -1).max(axis=1, initial=-np.inf)
+        return largest[host_type]
 
     def describe(self):
         return {"rule": self.name, "min_rp": self.level}

@@ -28,9 +28,16 @@
   at most ``L_g`` room. A class goes only where it is eligible and fits an empty
   host. A host over capacity today may receive once moves off it bring it within
   capacity: its room is what it has left in the dimensions it is not over. Room and
-  capacity count :data:`~packer.model.metrics.TOLERANCE` as the rules do. Any plan
-  within the budget gives such a solution, so the bound is valid; it relaxes item
-  sizes within a group, spread, the guards and the other rules.
+  capacity count :data:`~packer.model.metrics.TOLERANCE` as the rules do. A rule that
+  caps a host's load besides capacity (:meth:`~packer.rules.base.Rule.load_limits`: the
+  ``--min-rp`` guard, in RP load) adds columns j of room, its limit less its load today,
+  grouped with the rest: per receiving group, ``Σ_c (F_cg + P_cg) x_cj + Σ_{h∈g} y_h
+  room_hj ≤ R_gj + Σ_c M_cg (v_cj + r_gj)`` with ``x_cj`` the class's load (rounded down with
+  its demand), ``v_cj`` its largest exact one and ``r_gj`` the group's largest rise of the
+  limit per task leaving (at most all movable tasks' load, which frees the row); per
+  opened group, ``Σ_c O_ck x_cj ≤ z_k limit_kj``. Any plan within the budget gives such a
+  solution, so the bound is valid; it relaxes item sizes within a group, spread, the
+  tasks-at-risk guard, and each task's own limit where it arrives.
   On the slack-scarce 10,000-task trace of issue 11 it is 403 where the room summed
   per dimension over the whole fleet (the last row alone) gave 478.
 
@@ -46,7 +53,9 @@
   nothing: averaging their fractions keeps every constraint.
 
   with ``P_a`` the hosts of a that hold pinned tasks (they cannot close) and
-  ``N_a`` the hosts of a in the fleet. A task's signature includes its current
+  ``N_a`` the hosts of a in the fleet. A rule's load limits besides capacity (as above)
+  are further dimensions d, ``cap[a,d]`` the most any host of a may ever carry: its limit
+  risen once per task it holds today. A task's signature includes its current
   architecture (it may always stay), and an architecture's capacity is raised to
   cover any host that is over capacity today (it may keep that load), matching the
   validity rules of :mod:`packer.model.metrics`. Valid because any placement gives such
@@ -223,9 +232,14 @@ class _FreeableLP:
         # its room in a dimension it is over is none, in the others what is left. Capacity holds to within TOLERANCE.
         room = np.clip(p.capacity - loads, 0, None) + TOLERANCE
         occupied, empty = np.flatnonzero(counts > 0), np.flatnonzero(counts == 0)
+        # Loads the rules cap besides capacity (e.g. the RP guard's): room in further columns, rows of their own below.
+        x_demand, x_room, x_rise = _room_beyond_capacity(p)
+        J = self.n_limits = x_demand.shape[1]
+        x_scale = np.where(np.isfinite(x_room[occupied]), x_room[occupied], 0.0).max(axis=0, initial=0.0)
+        x_scale = np.where(x_scale > 0, x_scale, 1.0)
         # Receiving groups: occupied hosts by pool, architecture, capacity and the shape of their room.
         share = np.divide(room[occupied], p.capacity[occupied], out=np.ones((len(occupied), D)), where=p.capacity[occupied] > 0)
-        shape = np.minimum(np.floor(share * ROOM_LEVELS), ROOM_LEVELS)
+        shape = np.minimum(np.floor(np.hstack([share, x_room[occupied] / x_scale]) * ROOM_LEVELS), ROOM_LEVELS)
         receiving, g_of = unique_rows(np.column_stack([group[occupied], p.host_arch[occupied], p.capacity[occupied], shape]))
         G = self.n_receiving = len(receiving)
         host_group = np.full(p.n_hosts, -1)
@@ -234,19 +248,24 @@ class _FreeableLP:
         np.add.at(g_room, g_of, room[occupied])
         g_largest = np.zeros((G, D))
         np.maximum.at(g_largest, g_of, room[occupied])
-        openable, k_of = unique_rows(np.column_stack([group[empty], p.host_arch[empty], p.capacity[empty], p.primary_cost[empty]]))
+        openable, k_of = unique_rows(np.column_stack([group[empty], p.host_arch[empty], p.capacity[empty], p.primary_cost[empty],
+                                                      x_room[empty]]))
         k_count = np.bincount(k_of, minlength=len(openable))
         K = len(openable)
-        k_cap, k_cost = openable[:, 2:2 + D] + TOLERANCE, openable[:, 2 + D]
+        k_cap, k_cost, k_xcap = openable[:, 2:2 + D] + TOLERANCE, openable[:, 2 + D], openable[:, 3 + D:]
         # Task classes: movable tasks by pool, eligibility and demand rounded down (a relaxation) so that the pairs stay few.
         movable = np.flatnonzero(p.movable)
         signature = np.column_stack([group[p.current[movable]], p.eligible[movable]])
-        demand, self.grid = _rounded_demand(signature, p.demand[movable], p.capacity, max(1, MAX_FREEABLE_PAIRS // max(G + K, 1)))
+        demand, self.grid = _rounded_demand(signature, np.hstack([p.demand[movable], x_demand[movable]]),
+                                            np.hstack([p.capacity, np.broadcast_to(x_scale, (p.n_hosts, J))]),
+                                            max(1, MAX_FREEABLE_PAIRS // max(G + K, 1)))
         classes, c_of = unique_rows(np.column_stack([signature, demand]))
         C = self.n_classes = len(classes)
-        c_group, c_eligible, c_demand = classes[:, 0].astype(np.int64), classes[:, 1:1 + A].astype(bool), classes[:, 1 + A:]
-        c_largest = np.zeros((C, D))  # the largest exact demand in a class: the most room a move of one of its tasks makes
-        np.maximum.at(c_largest, c_of, p.demand[movable])
+        c_group, c_eligible = classes[:, 0].astype(np.int64), classes[:, 1:1 + A].astype(bool)
+        c_demand, c_x = classes[:, 1 + A:1 + A + D], classes[:, 1 + A + D:]
+        c_largest = np.zeros((C, D + J))  # the largest exact demand in a class: the most room a move of one of its tasks makes
+        np.maximum.at(c_largest, c_of, np.hstack([p.demand[movable], x_demand[movable]]))
+        c_largest, c_xlargest = c_largest[:, :D], c_largest[:, D:]
 
         def allowed(g_pool, g_arch, g_cap):  # (C, groups): class may go there (its pool, an eligible architecture, it fits empty)
             return ((c_group[:, None] == g_pool[None, :]) & c_eligible[:, g_arch.astype(np.int64)]
@@ -298,6 +317,20 @@ class _FreeableLP:
             add(m_g, M, -c_largest[m_c, d])
             lb += [-np.inf] * G
             ub += g_room[:, d].tolist()
+        g_xroom = np.zeros((G, J))
+        np.add.at(g_xroom, g_of, x_room[occupied])
+        g_rise = np.zeros((G, J))
+        np.maximum.at(g_rise, g_of, x_rise[occupied])
+        # A group's limits rise at most by its hosts' largest rise, once per host a task leaves: charged on every move. More than
+        # all that may arrive frees the row once a move is made (where no rise is known to be impossible, too).
+        g_rise = np.minimum(g_rise, x_demand[movable].sum(axis=0))
+        for j in range(J):
+            add(f_g, F, c_x[f_c, j])
+            add(p_g, P, c_x[p_c, j])
+            add(e_group, y, np.where(np.isfinite(x_room[emptiable, j]), x_room[emptiable, j], 0.0))
+            add(m_g, M, -(c_xlargest[m_c, j] + g_rise[m_g, j]))
+            lb += [-np.inf] * G
+            ub += g_xroom[:, j].tolist()  # inf where a host has no limit: no row
         for d in range(D):
             # A task that does not fit the largest room of its group lands on a host that a move made room on: at most one such
             # host per move off the group, each with at most the group's largest room.
@@ -310,6 +343,12 @@ class _FreeableLP:
             add(np.arange(K), z, -k_cap[:, d])
             lb += [-np.inf] * K
             ub += [0.0] * K
+        for j in range(J):
+            limited = np.isfinite(k_xcap[:, j])
+            add(o_k, O, c_x[o_c, j])
+            add(np.arange(K), z, np.where(limited, -k_xcap[:, j], 0.0))
+            lb += [-np.inf] * K
+            ub += np.where(limited, 0.0, np.inf).tolist()
         pools = int(group.max(initial=0)) + 1
         pool_room = np.zeros((pools, D))
         np.add.at(pool_room, group[occupied], room[occupied])
@@ -355,11 +394,19 @@ def repack_cost_bound(problem: PlacementProblem, time_limit: float = 30.0) -> Co
     """Lower bound on the primary cost of any valid placement (full repack; module doc), the MILP given ``time_limit`` seconds."""
     A = len(problem.arch_names)
     cost_per_host = np.zeros(A)
-    cap = np.zeros((A, len(problem.dims)))
     available = np.bincount(problem.host_arch, minlength=A)
     # A host over capacity today may keep its load (metrics.violations): relax its architecture's capacity to cover it.
     loads = host_loads(problem, problem.current)
     room = np.maximum(problem.capacity, np.where(initially_overloaded(problem)[:, None], loads, 0.0))
+    # Loads the rules cap besides capacity (e.g. the RP guard's) are further dimensions, at the most a host may ever carry
+    # (its limit risen once per task it has; more than every task's load does not bind, and stands in where none is known).
+    x_demand, x_limit, x_rise = _limits_beyond_capacity(problem)
+    counts = np.bincount(problem.current, minlength=problem.n_hosts)[:, None]
+    with np.errstate(invalid="ignore"):
+        ceiling = np.where(counts > 0, x_limit + x_rise * counts, x_limit)
+    room = np.hstack([room, np.fmin(ceiling, x_demand.sum(axis=0))])
+    task_demand = np.hstack([problem.demand, x_demand])
+    cap = np.zeros((A, room.shape[1]))
     for a in range(A):
         hosts = np.flatnonzero(problem.host_arch == a)
         if len(hosts):
@@ -373,7 +420,7 @@ def repack_cost_bound(problem: PlacementProblem, time_limit: float = 30.0) -> Co
     pinned = ~problem.movable
     signature[pinned] = False
     signature[np.arange(problem.n_tasks), problem.host_arch[problem.current]] = True
-    demand, grid = _rounded_demand(signature, problem.demand, cap)
+    demand, grid = _rounded_demand(signature, task_demand, cap)
     # Identical tasks (same signature and demand) can share one fractional assignment without loss.
     rows, inverse, count = np.unique(np.hstack([signature, demand]), axis=0, return_inverse=True, return_counts=True)
     allowed, demand = rows[:, :A].astype(bool), rows[:, A:] * count[:, None]
@@ -382,7 +429,7 @@ def repack_cost_bound(problem: PlacementProblem, time_limit: float = 30.0) -> Co
     pairs = np.argwhere(allowed)  # (u, a): share of row u's tasks placed on architecture a
     n_x = len(pairs)
     c = np.concatenate([np.zeros(n_x), cost_per_host])
-    D = len(problem.dims)
+    D = cap.shape[1]
     # Rows 0..U-1: Σ_a x[u,a] = 1. Row U + a*D + d: Σ_u x[u,a]·demand[u,d] − n_a·cap[a,d] ≤ 0.
     rows = np.concatenate([pairs[:, 0], U + np.add.outer(np.arange(D), pairs[:, 1] * D).ravel(), U + np.arange(A * D)])
     cols = np.concatenate([np.arange(n_x), np.tile(np.arange(n_x), D), n_x + np.repeat(np.arange(A), D)])
@@ -400,7 +447,7 @@ def repack_cost_bound(problem: PlacementProblem, time_limit: float = 30.0) -> Co
         relaxed = minimize(c, (rows, cols, coefs), row_bounds, var_bounds, np.zeros_like(integer), mathopt.SolverType.GLOP)
         if relaxed.optimal:
             prices = np.clip(-relaxed.duals[U:].reshape(A, D), 0.0, None)
-            lagrangian = _lagrangian_repack_bound(prices, signature, problem.demand, cap, cost_per_host, must_open, available)
+            lagrangian = _lagrangian_repack_bound(prices, signature, task_demand, cap, cost_per_host, must_open, available)
             detail = {"demand_grid": grid, "rounded_bound": value, "lagrangian_bound": lagrangian}
             value = max(value, lagrangian)
     hosts = dict(zip(problem.arch_names.tolist(), np.round(res.x[n_x:]).astype(int).tolist()))
@@ -408,6 +455,25 @@ def repack_cost_bound(problem: PlacementProblem, time_limit: float = 30.0) -> Co
     share[pairs[:, 0], pairs[:, 1]] = res.x[:n_x]
     preferred = np.where(share.max(axis=1) > 0, share.argmax(axis=1), -1)[inverse.ravel()]
     return CostBound(value, "repack-lower", res.optimal, {"hosts_per_arch": hosts, **detail}, task_arch=preferred)
+
+
+def _limits_beyond_capacity(problem: PlacementProblem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rules' load limits besides capacity (:meth:`~packer.rules.base.Rule.load_limits`) side by side, in the columns that
+    limit some host: each task's load (T, J), each host's limit (H, J; ``inf``: none) and how far it may rise per task leaving."""
+    found = [limits for rule in problem.rules if (limits := rule.load_limits(problem)) is not None]
+    if not found:
+        return np.zeros((problem.n_tasks, 0)), np.zeros((problem.n_hosts, 0)), np.zeros((problem.n_hosts, 0))
+    demand, limit, rise = (np.hstack(columns) for columns in zip(*((f.demand, f.limit, f.rise) for f in found)))
+    keep = np.isfinite(limit).any(axis=0)
+    return demand[:, keep], limit[:, keep], rise[:, keep]
+
+
+def _room_beyond_capacity(problem: PlacementProblem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_limits_beyond_capacity` with each host's room today (limit − load, at least 0) in place of its limit."""
+    demand, limit, rise = _limits_beyond_capacity(problem)
+    load = np.zeros_like(limit)
+    np.add.at(load, problem.current, demand)
+    return demand, np.clip(limit - load, 0.0, None), rise
 
 
 def unique_rows(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
