@@ -8,8 +8,10 @@ from hypothesis import strategies as st
 
 from packer.model.build import service_pairs
 from packer.model.metrics import evaluate, violations
+from packer.model.rpf import rp_thresholds
 from packer.model.state import PlacementState
 from packer.rules import AntiAffinity, MaxNewAtRisk, MinRP, Spread
+from packer.rules.min_rp import RP_LOAD_TOLERANCE, rp_load_scale
 from packer.solvers.cpsat import solve_cpsat
 from packer.solvers.milp import solve_milp
 from problems import random_problem, small_problem
@@ -135,3 +137,26 @@ def test_service_pairs_are_pairs_of_names():
     for bad in ("AB", ["AB"], [["A"]], [["A", "B", "C"]], [["A", ""]], [["A", 3]], None):
         with pytest.raises(ValueError, match="pairs"):
             service_pairs(bad)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10_000), sens=st.booleans(), level=st.sampled_from([-0.5, 0.0, 0.5, 0.9]), stay=st.floats(0.0, 1.0))
+def test_the_rp_guards_load_limits_hold_in_any_placement(seed, sens, level, stay):
+    """What :meth:`MinRP.load_limits` claims, in any placement: a host that keeps all its tasks of today is limited by its
+    limit; one that lost k of them, by at most its limit plus k rises; an empty host of today, by its limit."""
+    problem = random_problem(seed, 14, 5, sens=sens).with_rule(MinRP(level))
+    rule = problem.rule(MinRP)
+    limits = rule.load_limits(problem)
+    rng = np.random.default_rng(seed)
+    assign = np.where(problem.movable & (rng.random(problem.n_tasks) >= stay), rng.integers(0, problem.n_hosts, problem.n_tasks), problem.current)
+    thresholds = rp_thresholds(problem, np.arange(problem.n_tasks), assign, rule.floors(problem)) + RP_LOAD_TOLERANCE * rp_load_scale(problem)
+    reached = np.full(limits.limit.shape, np.inf)  # the limit each host has in ``assign``: its tasks' least threshold
+    np.minimum.at(reached, assign, thresholds)
+    left = np.bincount(problem.current[assign != problem.current], minlength=problem.n_hosts)
+    today = np.bincount(problem.current, minlength=problem.n_hosts)
+    with np.errstate(invalid="ignore"):
+        allowed = np.where(today[:, None] > 0, limits.limit + np.where(left[:, None] > 0, limits.rise * left[:, None], 0.0), limits.limit)
+    assert np.all(limits.rise >= 0)
+    occupied = np.bincount(assign, minlength=problem.n_hosts) > 0
+    checked = occupied[:, None] & np.isfinite(allowed)
+    assert np.all(reached[checked] <= allowed[checked] + 1e-9)
