@@ -319,6 +319,22 @@ def test_a_forged_claim_fails(solved, tmp_path, name, edit, message):
     assert "the plan is valid but its summary is false" in result.output
 
 
+def test_an_engine_bound_looser_than_this_versions_verifies_where_its_details_follow_from_it(solved, tmp_path):
+    """A plan made before the bounds grew tighter (e.g. before they counted the RP guard) states a looser, valid bound."""
+    def loosen(summary, details=True):
+        with_bound(summary["bound"] - 0.5)(summary)
+        bound = summary["solver"]["stats"]["bound"]
+        if details:
+            bound["freeable_bound"] += 0.5
+            bound["share_of_bound"] = bound["freed"] / bound["freeable_bound"]
+
+    result = run_verify(solved[0], forged(solved, tmp_path, "engine-budget", loosen))
+    assert result.exit_code == 0, result.output
+    assert "PASS status and bound: bound 6.5: valid, below the 7 this version of packer computes" in result.output
+    result = run_verify(solved[0], forged(solved, tmp_path / "details", "engine-budget", lambda s: loosen(s, details=False)))
+    assert result.exit_code == 1 and "solver.stats.bound.freeable_bound: summary says" in result.output, result.output
+
+
 def test_console_summary_and_report_show_one_gap(solved):
     """packer solve's status line, summary.json, report.md and packer report's plan section give one gap per plan."""
     for name, (plan, console) in solved[1].items():

@@ -18,7 +18,9 @@ details) and ``runtime_s``. :func:`check_claims` re-derives each of them it can:
   pairs and :func:`exact_time_limit` seconds);
 * ``bound``: where the solve's method is deterministic (the engine's LP and converged
   MILP bounds, CBC's optimum and CBC's LP relaxation after a time limit) the summary must
-  state what verify recomputed; otherwise (column generation, HiGHS's or CP-SAT's dual
+  state what verify recomputed, except that an engine plan's LP or MILP bound may be less
+  where it is at most L (the looser bound an earlier version of packer computed; its
+  details must follow from it); otherwise (column generation, HiGHS's or CP-SAT's dual
   bound, an unknown solver) it is a claim: *proven valid* when at most L, *wrong* when
   above the objective, above the optimum verify proved or above a column generation that
   converged, and otherwise listed as a claim, not verified. Solvers without a bound
@@ -122,6 +124,7 @@ def check_claims(problem: PlacementProblem, context: PlanContext, summary: dict[
         bound = None
 
     lower = _Lower()
+    looser_ok = False
     own: dict = {}
     expected: float | None = None  # the bound a deterministic method of the solve gives
     method = ""
@@ -130,6 +133,9 @@ def check_claims(problem: PlacementProblem, context: PlanContext, summary: dict[
         method = ("the primary cost today minus the LP bound on what the move budget can free" if "freeable_bound" in own
                   else "the MILP lower bound over architectures")
         lower.add(own_value, method)
+        # The engine's LP and MILP bounds have grown tighter from one version of packer to the next: a plan made by an
+        # earlier one states a looser bound, still valid. Column generation's and the exact solvers' must match.
+        looser_ok = name == "engine" and bool(own.get("exact")) and status != "optimal"
         if name == "engine" and own.get("exact"):
             expected = own_value
         if name == "engine" and "column generation" in str(detail.get("kind", "")) and "primary_lower_bound" in own and supported(problem):
@@ -138,7 +144,7 @@ def check_claims(problem: PlacementProblem, context: PlanContext, summary: dict[
             cg += own.get("objective_floor", 0.0)  # on the primary cost: the objective's bound
             lower.add(cg, "column generation over host patterns (verify's run)")
             # Counted as work (--deterministic) the run is reproducible and its bound must be the summary's; by wall clock, a claim.
-            expected = None
+            expected, looser_ok = None, False
             if context.deterministic and not run.capped:
                 expected, method = cg, "column generation over host patterns, counted as work"
             if run.converged and bound is not None and bound > cg + _slack(cg):
@@ -149,10 +155,11 @@ def check_claims(problem: PlacementProblem, context: PlanContext, summary: dict[
         # The engine claims optimal only on CP-SAT's proof over the whole instance (the exact model): re-proven the same way.
         if (name in EXACT_SOLVERS or (name == "engine" and status == "optimal")) and needs_proof:
             expected, method = _exact_bound(problem, context, name, status, lower, found)
+            looser_ok = False
         elif name == "cbc":
             expected, method = _relaxation_bound(problem)
     boundless = "the fair goal's solvers compute" if problem.fair else f"the {name} policy computes" if name.startswith("baseline-") else None
-    _check_bound(found, name, bound, objective, expected, method, lower, boundless)
+    _check_bound(found, name, bound, objective, expected, method, lower, boundless, looser_ok)
     _check_status(found, problem, status, bound, objective, lower)
     _check_flags(found, context, summary, stats, status)
     if own:
@@ -211,10 +218,11 @@ def _relaxation_bound(problem: PlacementProblem) -> tuple[float | None, str]:
 
 
 def _check_bound(found: ClaimsFinding, name: str, bound: float | None, objective: float, expected: float | None, method: str,
-                 lower: _Lower, boundless: str | None) -> None:
+                 lower: _Lower, boundless: str | None, looser_ok: bool = False) -> None:
     """``bound`` against the solve's deterministic method (``expected``), the objective and verify's ``lower`` bounds.
 
     ``boundless``: who computes no bound, for a solver that reports none (baselines, the fair goal); None otherwise.
+    ``looser_ok``: a bound below ``expected`` is valid (an earlier version's method), not wrong.
     """
     if bound is None:  # no bound claims nothing (the gap is then unknown)
         return
@@ -223,6 +231,9 @@ def _check_bound(found: ClaimsFinding, name: str, bound: float | None, objective
     elif expected is not None:
         if _close(bound, expected):
             found.proven.append(f"bound {bound:.6g}: recomputed ({method})")
+        elif looser_ok and bound < expected:
+            found.proven.append(f"bound {bound:.6g}: valid, below the {expected:.6g} this version of packer computes ({method}), "
+                                "as the looser bounds of earlier versions are")
         else:
             found.wrong.append(f"bound: summary says {bound!r}, recomputed {expected!r} ({method})")
     elif boundless:
@@ -276,10 +287,14 @@ def _check_engine_detail(found: ClaimsFinding, problem: PlacementProblem, assign
     """The engine's bound details (``solver.stats.bound``) against verify's :func:`engine_bound` and the placement."""
     expected: dict[str, Any] = {}
     if "freeable_bound" in detail and "freeable_bound" in own:
-        reached = bound_detail(problem, assign, own)
+        freeable, floor = own["freeable_bound"], own.get("objective_floor", 0.0)
+        if (name == "engine" and status != "optimal" and own.get("exact") and _is_number(bound)
+                and bound < own["primary_before"] - freeable + floor - _slack(bound)):
+            freeable = own["primary_before"] + floor - bound  # a looser bound (see _check_bound): its details follow from it
+        reached = bound_detail(problem, assign, {**own, "freeable_bound": freeable})
         expected = {key: reached[key] for key in ("primary_before", "freed", "share_of_bound")}
         if own.get("exact"):
-            expected["freeable_bound"] = own["freeable_bound"]
+            expected["freeable_bound"] = freeable
     elif "primary_lower_bound" in detail:
         # The engine's bound is its primary lower bound plus the objective's floor (:func:`packer.solvers.run.objective_floor`),
         # unless a proof (the engine's CP-SAT, or auto's exact solver) raised the plan's bound above it.
