@@ -200,8 +200,11 @@ def _run_cbc(model: ExactModel, time_limit: float, seed: int, threads: int) -> t
     """Solve with CBC from the hints; the status, every variable's value and a bound (objective units, without the constant)."""
     with interrupt.stoppable():
         lp, handles = to_pulp(model)
+    # Without probing cuts: with them (and knapsack cuts) CBC 2.10 called 2 of 1,200 random 12-task models "optimal" 11% and
+    # 10% above HiGHS's and CP-SAT's optimum (seeds 408 and 994 of the engine's optimality test); without, none, and on 40
+    # tasks it proves as many (15 of 20 in 10 s) where turning knapsack cuts off instead proved fewer.
     engine = pulp.COIN_CMD(path=coin_api.pulp_cbc_path, msg=False, timeLimit=time_limit, threads=threads, warmStart=True,
-                           options=[f"randomSeed {seed + 1}", f"randomCbcSeed {seed + 1}"])
+                           options=[f"randomSeed {seed + 1}", f"randomCbcSeed {seed + 1}", "probingCuts off"])
     _solve_cbc(engine, lp)
     status = _PULP_STATUS.get(lp.sol_status, "timeout")
     values = np.array([v.varValue or 0.0 for v in handles])
