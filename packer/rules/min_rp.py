@@ -22,11 +22,27 @@ from packer.rules.base import LoadLimits, Rule
 
 #: Slack (RP load units, relative to the column's scale) allowed by the heuristics' float comparisons.
 RP_LOAD_SLACK = 1e-9
-#: Most (task, host type) pairs :meth:`MinRP.load_limits` evaluates at once.
+#: Most (task, host type) pairs :meth:`MinRP.load_limits` evaluates at once, and :class:`RPFloors` keeps in a table.
 PAIRS_PER_CHUNK = 1_000_000
 #: Load (relative to the column's scale, :func:`rp_load_scale`) by which a host may pass a task's RP limit: the guard's
 #: tolerance, well above CP-SAT's resolution (1e-7 of the unit). The exact model keeps half of it for the MILP solvers.
 RP_LOAD_TOLERANCE = 1e-6
+
+
+def rp_host_types(problem) -> tuple[np.ndarray, np.ndarray]:
+    """Hosts by RP capacity, on which alone a task's threshold depends (:func:`packer.model.rpf.rp_thresholds`): a
+    representative host per type, and each host's type (H,)."""
+    caps, host_type = np.unique(rp_capacity(problem), axis=0, return_inverse=True)
+    representative = np.zeros(len(caps), dtype=np.int64)
+    representative[host_type] = np.arange(problem.n_hosts)
+    return representative, host_type
+
+
+def thresholds_by_type(problem, tasks: np.ndarray, floors: np.ndarray, representative: np.ndarray) -> np.ndarray:
+    """(n, types, 1+K) the RP-load threshold of each of ``tasks`` at its floor (``floors`` (T,)) on each host type."""
+    pair_task = np.repeat(tasks, len(representative))
+    pair_host = np.tile(representative, len(tasks))
+    return rp_thresholds(problem, pair_task, pair_host, floors[pair_task]).reshape(len(tasks), len(representative), -1)
 
 
 def rp_load_scale(problem) -> np.ndarray:
@@ -51,9 +67,20 @@ class RPFloors:
         self.demand = rp_demand(p)
         self.cpu = p.dims.index("cpu")
         self.scale = rp_load_scale(p)
+        # Each task's threshold at its floor on each host type, looked up rather than recomputed on every query (half a
+        # construction's time under the guard went to recomputing them); beyond PAIRS_PER_CHUNK pairs, computed per query.
+        representative, self.host_type = rp_host_types(p)
+        small = p.n_tasks * len(representative) <= PAIRS_PER_CHUNK
+        self.table = thresholds_by_type(p, np.arange(p.n_tasks), self.floors, representative) if small else None
         self.host_cap = np.full((p.n_hosts, self.demand.shape[1]), np.inf)
         placed = np.flatnonzero(state.assign >= 0)
-        np.minimum.at(self.host_cap, state.assign[placed], rp_thresholds(p, placed, state.assign[placed], self.floors[placed]))
+        np.minimum.at(self.host_cap, state.assign[placed], self.thresholds(placed, state.assign[placed]))
+
+    def thresholds(self, tasks: np.ndarray, hosts: np.ndarray) -> np.ndarray:
+        """(n, 1+K) the RP load host ``hosts[i]`` may reach with ``tasks[i]`` on it at the task's floor."""
+        if self.table is not None:
+            return self.table[tasks, self.host_type[hosts]]
+        return rp_thresholds(self.state.p, tasks, hosts, self.floors[tasks])
 
     def loads(self, hosts: np.ndarray) -> np.ndarray:
         """(n, 1+K) current RP loads of ``hosts``."""
@@ -61,8 +88,12 @@ class RPFloors:
 
     def limits(self, t: int, hosts: np.ndarray, level: float | None = None) -> np.ndarray:
         """(n, 1+K) the RP load each of ``hosts`` may reach with task ``t`` on it (``level`` raises t's floor)."""
-        lvl = self.floors[t] if level is None else max(level, self.floors[t])
-        return np.minimum(self.host_cap[hosts], rp_thresholds(self.state.p, np.full(len(hosts), t), hosts, lvl))
+        tasks = np.full(len(hosts), t)
+        if level is None or level <= self.floors[t]:
+            own = self.thresholds(tasks, hosts)
+        else:
+            own = rp_thresholds(self.state.p, tasks, hosts, level)
+        return np.minimum(self.host_cap[hosts], own)
 
     def admits(self, t: int, hosts: np.ndarray) -> np.ndarray:
         """(n,) bool: ``hosts`` that may receive task ``t``."""
@@ -71,12 +102,12 @@ class RPFloors:
 
     def refresh(self, hosts) -> None:
         """Recompute ``host_cap`` of ``hosts`` from the tasks now on them."""
-        p = self.state.p
-        for h in hosts:
-            if h < 0:
-                continue
-            on = np.fromiter(self.state.tasks_on[h], dtype=np.int64)
-            self.host_cap[h] = rp_thresholds(p, on, np.full(len(on), h), self.floors[on]).min(axis=0) if len(on) else np.inf
+        hosts = np.array([h for h in hosts if h >= 0], dtype=np.int64)
+        on = [np.fromiter(self.state.tasks_on[h], dtype=np.int64) for h in hosts]
+        where = np.repeat(hosts, [len(tasks) for tasks in on])
+        self.host_cap[hosts] = np.inf
+        if len(where):
+            np.minimum.at(self.host_cap, where, self.thresholds(np.concatenate(on), where))
 
 
 class MinRP(Rule):
@@ -142,22 +173,15 @@ class MinRP(Rule):
 
     @staticmethod
     def _largest_arriving(problem, floors: np.ndarray, slack: np.ndarray) -> np.ndarray:
-        """(H, 1+K) per host, the largest RP-load threshold any movable task would have there (a threshold depends on the host
-        only through its RP capacity: evaluated once per distinct capacity, in chunks of :data:`PAIRS_PER_CHUNK` pairs)."""
+        """(H, 1+K) per host, the largest RP-load threshold any movable task would have there (per host type,
+        :func:`rp_host_types`, in chunks of :data:`PAIRS_PER_CHUNK` pairs)."""
         movable = np.flatnonzero(problem.movable)
-        caps, host_type = np.unique(rp_capacity(problem), axis=0, return_inverse=True)
-        if not len(movable):
-            return np.full((problem.n_hosts, caps.shape[1]), -np.inf)
-        representative = np.zeros(len(caps), dtype=np.int64)
-        representative[host_type] = np.arange(problem.n_hosts)
-        largest = np.full(caps.shape, -np.inf)
+        representative, host_type = rp_host_types(problem)
+        largest = np.full((len(representative), rp_demand(problem).shape[1]), -np.inf)
         per_chunk = max(1, PAIRS_PER_CHUNK // max(len(movable), 1))
-        for first in range(0, len(caps), per_chunk):
-            types = np.arange(first, min(first + per_chunk, len(caps)))
-            tasks = np.tile(movable, len(types))
-            hosts = np.repeat(representative[types], len(movable))
-            thr = rp_thresholds(problem, tasks, hosts, floors[tasks]) + slack
-            largest[types] = thr.reshape(len(types), len(movable), -1).max(axis=1, initial=-np.inf)
+        for first in range(0, len(representative) if len(movable) else 0, per_chunk):
+            types = np.arange(first, min(first + per_chunk, len(representative)))
+            largest[types] = thresholds_by_type(problem, movable, floors, representative[types]).max(axis=0) + slack
         return largest[host_type]
 
     def describe(self):
