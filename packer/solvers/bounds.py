@@ -321,8 +321,8 @@ class _FreeableLP:
         np.add.at(g_xroom, g_of, x_room[occupied])
         g_rise = np.zeros((G, J))
         np.maximum.at(g_rise, g_of, x_rise[occupied])
-        # A group's limits rise at most by its hosts' largest rise, once per host a task leaves: charged on every move. More than
-        # all that may arrive frees the row once a move is made (where no rise is known to be impossible, too).
+        # A group's limit rises at most by its hosts' largest rise per task leaving, charged on every move off the group. A rise
+        # above all the load that may arrive (or unknown: inf) is capped there: one move then frees the row, as it may.
         g_rise = np.minimum(g_rise, x_demand[movable].sum(axis=0))
         for j in range(J):
             add(f_g, F, c_x[f_c, j])
@@ -399,12 +399,13 @@ def repack_cost_bound(problem: PlacementProblem, time_limit: float = 30.0) -> Co
     loads = host_loads(problem, problem.current)
     room = np.maximum(problem.capacity, np.where(initially_overloaded(problem)[:, None], loads, 0.0))
     # Loads the rules cap besides capacity (e.g. the RP guard's) are further dimensions, at the most a host may ever carry
-    # (its limit risen once per task it has; more than every task's load does not bind, and stands in where none is known).
+    # (its limit risen once per task it has; more than every task's load does not bind, and stands in where none is known;
+    # a limit below zero, where no task may go at all, counts as zero).
     x_demand, x_limit, x_rise = _limits_beyond_capacity(problem)
     counts = np.bincount(problem.current, minlength=problem.n_hosts)[:, None]
     with np.errstate(invalid="ignore"):
         ceiling = np.where(counts > 0, x_limit + x_rise * counts, x_limit)
-    room = np.hstack([room, np.fmin(ceiling, x_demand.sum(axis=0))])
+    room = np.hstack([room, np.clip(np.fmin(ceiling, x_demand.sum(axis=0)), 0.0, None)])
     task_demand = np.hstack([problem.demand, x_demand])
     cap = np.zeros((A, room.shape[1]))
     for a in range(A):
