@@ -163,7 +163,7 @@ def check_claims(problem: PlacementProblem, context: PlanContext, summary: dict[
     _check_status(found, problem, status, bound, objective, lower)
     _check_flags(found, context, summary, stats, status)
     if own:
-        _check_engine_detail(found, problem, assign, detail, own, bound, name, status)
+        _check_engine_detail(found, problem, assign, detail, own, bound, name, status, looser_ok)
     moves = int((assign != problem.current).sum())
     for key, value, recomputed in (("solver.objective", solver.get("objective"), objective),
                                    ("solver.stats.objective_check", stats.get("objective_check"), objective),
@@ -232,8 +232,8 @@ def _check_bound(found: ClaimsFinding, name: str, bound: float | None, objective
         if _close(bound, expected):
             found.proven.append(f"bound {bound:.6g}: recomputed ({method})")
         elif looser_ok and bound < expected:
-            found.proven.append(f"bound {bound:.6g}: valid, below the {expected:.6g} this version of packer computes ({method}), "
-                                "as the looser bounds of earlier versions are")
+            found.proven.append(f"bound {bound:.6g}: valid, below the {expected:.6g} this version of packer computes ({method}); "
+                                "earlier versions computed looser bounds: solve again for this one")
         else:
             found.wrong.append(f"bound: summary says {bound!r}, recomputed {expected!r} ({method})")
     elif boundless:
@@ -283,14 +283,14 @@ def _check_flags(found: ClaimsFinding, context: PlanContext, summary: dict[str, 
 
 
 def _check_engine_detail(found: ClaimsFinding, problem: PlacementProblem, assign: np.ndarray, detail: dict, own: dict,
-                         bound: float | None, name: str, status: Any) -> None:
-    """The engine's bound details (``solver.stats.bound``) against verify's :func:`engine_bound` and the placement."""
+                         bound: float | None, name: str, status: Any, looser_ok: bool = False) -> None:
+    """The engine's bound details (``solver.stats.bound``) against verify's :func:`engine_bound` and the placement;
+    ``looser_ok`` as for :func:`_check_bound` (the details then follow from the plan's looser bound)."""
     expected: dict[str, Any] = {}
     if "freeable_bound" in detail and "freeable_bound" in own:
         freeable, floor = own["freeable_bound"], own.get("objective_floor", 0.0)
-        if (name == "engine" and status != "optimal" and own.get("exact") and _is_number(bound)
-                and bound < own["primary_before"] - freeable + floor - _slack(bound)):
-            freeable = own["primary_before"] + floor - bound  # a looser bound (see _check_bound): its details follow from it
+        if looser_ok and _is_number(bound) and bound < own["primary_before"] - freeable + floor - _slack(bound):
+            freeable = own["primary_before"] + floor - bound  # what the plan's looser bound says the budget can free
         reached = bound_detail(problem, assign, {**own, "freeable_bound": freeable})
         expected = {key: reached[key] for key in ("primary_before", "freed", "share_of_bound")}
         if own.get("exact"):

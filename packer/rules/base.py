@@ -100,8 +100,8 @@ class Rule:
         """State the rule in the exact model (called only when ``"exact"`` is among :attr:`strategies`)."""
 
     def load_limits(self, problem: PlacementProblem) -> LoadLimits | None:
-        """The host loads the rule caps besides capacity, for the move budget's bound
-        (:func:`packer.solvers.bounds.freeable_cost_bound`); None where it caps none."""
+        """The host loads the rule caps besides capacity, for the bounds (:func:`packer.solvers.bounds.freeable_cost_bound`,
+        :func:`packer.solvers.bounds.repack_cost_bound`); None where it caps none."""
         return None
 
     def describe(self) -> dict[str, Any]:
