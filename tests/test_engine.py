@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -24,7 +25,7 @@ from packer.model.state import PlacementState
 from packer.solvers.clock import SearchClock
 from packer.solvers.engine import EngineConfig, _lns, construct_repack, solve_engine
 from packer.errors import InputError
-from packer.solvers.run import check_support, run_solver
+from packer.solvers.run import check_support, engine_bound, run_solver
 from problems import known_optimum_problem, random_problem, small_problem
 
 FAST = EngineConfig(time_limit=5.0, lns=False)
@@ -92,6 +93,35 @@ def test_bounds_hold_against_the_proven_optimum(seed, n_tasks, n_hosts, min_rp, 
         assert repack_cost_bound(problem).value <= best + 1e-6
     else:
         assert freeable_cost_bound(problem).value >= before - best - 1e-6
+
+
+@pytest.mark.parametrize("weight, max_moves, expected", [(1.0, None, 1.6), (5.0, None, 2.0), (1.0, 1, 1.6)])
+def test_the_bound_counts_interference_that_packing_tightly_costs(weight, max_moves, expected):
+    """Two tasks of sensitivity 0.8 fit one host of sensitivity capacity 1: together they cost 1 + 0.6·weight, apart 2.
+
+    Without the interference term the bound was 1 (the primary cost alone); the optimum is min(1 + 0.6·weight, 2).
+    """
+    problem = small_problem([1, 1], capacity=[8, 8], cost=[1, 1], current=[0, 1], sens=[0.8, 0.8], sens_capacity=[1, 1],
+                            max_moves=max_moves, weights=GoalWeights(fragmentation=0.0, sensitivity=weight, moves=0.0))
+    bound, detail, _ = engine_bound(problem)
+    assert bound == pytest.approx(expected)
+    assert detail["primary_and_soft_lower_bound"] == pytest.approx(expected)
+    assert repack_cost_bound(problem).value == pytest.approx(1.0)
+    best = min(evaluate(problem, np.array(assign)).objective for assign in ([0, 0], [0, 1]))
+    assert best == pytest.approx(expected)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), n_tasks=st.integers(2, 12), n_hosts=st.integers(2, 6), weight=st.sampled_from([0.5, 2.0, 8.0]),
+       rounded=st.booleans())
+def test_the_bound_on_cost_and_interference_holds_against_the_proven_optimum(seed, n_tasks, n_hosts, weight, rounded):
+    """The engine's bound, raised by the interference term, is at most the optimum of the whole objective (HiGHS's proof);
+    ``rounded``: demands rounded down to a few rows, so that Lagrange's bound, with prices on the soft term, counts too."""
+    problem = random_problem(seed, n_tasks, n_hosts, sens=True, weights=GoalWeights(fragmentation=0.0, sensitivity=weight, moves=0.0))
+    exact = solve_milp(problem, solver="highs", time_limit=10)
+    assert exact.status == "optimal"
+    with mock.patch.object(bounds, "MAX_REPACK_ROWS", 6 if rounded else bounds.MAX_REPACK_ROWS):
+        assert engine_bound(problem)[0] <= evaluate(problem, exact.assign).objective + 1e-6
 
 
 def test_engine_empties_the_expensive_host():

@@ -335,6 +335,37 @@ def test_an_engine_bound_looser_than_this_versions_verifies_where_its_details_fo
     assert result.exit_code == 1 and "solver.stats.bound.freeable_bound: summary says" in result.output, result.output
 
 
+def test_an_engine_plan_whose_bound_autos_exact_solver_raised_verifies(solved, tmp_path):
+    """``auto`` keeps the engine's plan but HiGHS's higher dual bound: the bound is HiGHS's claim, not the engine's to recompute."""
+    def raised(summary):
+        engine = summary["bound"]
+        with_bound((engine + summary["objective"]["total"]) / 2)(summary)
+        summary["solver"]["stats"]["auto"] = {"engine": {"status": "feasible", "bound": engine},
+                                              "highs": {"status": "feasible", "bound": summary["bound"]}}
+
+    result = run_verify(solved[0], forged(solved, tmp_path, "engine-full", raised))
+    assert result.exit_code == 0, result.output
+    assert "claim, not verified: bound" in result.output and "highs's own bound, above verify's best lower bound" in result.output
+
+
+def test_a_p99_sens_plans_bound_counts_interference_and_verifies(tmp_path):
+    """The engine's bound on a P99 Sens full repack is the MILP's on TCO plus interference, above the TCO bound alone."""
+    trace, plan = tmp_path / "trace", tmp_path / "plan"
+    runner = CliRunner()
+    result = runner.invoke(cli, ["generate", "--tasks", "30", "--hosts", "15", "--days", "0.2", "--seed", "3", "--out", str(trace)])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(cli, ["solve", str(trace), "--out", str(plan), "--config", "p99-sens", "--solver", "engine",
+                                 "--max-moves", "unlimited", "--time-limit", "3", "--deterministic"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((plan / SUMMARY_FILE).read_text())
+    detail = summary["solver"]["stats"]["bound"]
+    assert detail["primary_and_soft_lower_bound"] > detail["primary_lower_bound"] + 1
+    assert summary["bound"] == pytest.approx(detail["primary_and_soft_lower_bound"] + detail.get("objective_floor", 0.0))
+    result = run_verify(trace, plan)
+    assert result.exit_code == 0, result.output
+    assert "(the MILP lower bound over architectures on the primary cost and the interference term)" in result.output
+
+
 def test_console_summary_and_report_show_one_gap(solved):
     """packer solve's status line, summary.json, report.md and packer report's plan section give one gap per plan."""
     for name, (plan, console) in solved[1].items():
@@ -360,6 +391,17 @@ def test_a_deterministic_column_generation_bound_must_be_stated_exactly(determin
     found = check_claims(problem, context, summary, result.assign)
     # A lower bound below the true one is still valid: only a reproducible run can tell that it is not what the solve computed.
     assert bool(found.wrong) == deterministic, found.wrong
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_a_solve_counted_as_work_may_time_out_before_its_limit_by_the_clock(deterministic):
+    problem = small_problem([6.0] * 4, [10.0] * 4, [1.0] * 4, list(range(4)))
+    result = run_solver(problem, "engine", time_limit=2.0)
+    context = PlanContext(trace="unused", solver="engine", time_limit_s=60.0, deterministic=deterministic)
+    summary = {"status": "feasible", "bound": result.bound, "runtime_s": 40.0,
+               "solver": {"name": "engine", "objective": result.objective, "stats": dict(result.stats, timed_out=True)}}
+    found = check_claims(problem, context, summary, result.assign)
+    assert any("timed_out" in line for line in found.wrong) != deterministic, found.wrong
 
 
 @pytest.mark.parametrize("max_moves", [None, 1])

@@ -32,8 +32,9 @@ details) and ``runtime_s``. :func:`check_claims` re-derives each of them it can:
 * ``solver.stats``: ``interrupted`` and ``timed_out`` are booleans; an interrupted solve
   never finished a proof, so ``interrupted`` with status ``optimal`` is wrong, and a solve
   that ``timed_out`` ran at least its time limit (``runtime_s``); anything else about
-  them is a claim. The engine's bound details (``freeable_bound``, ``primary_before``,
-  ``freed``, ``share_of_bound``, ``primary_lower_bound``, ``primary_gap``, ``objective_floor``), its
+  them is a claim (a solve whose time counted as work, ``--deterministic``, may time out sooner by the clock). The engine's bound details (``freeable_bound``, ``primary_before``,
+  ``freed``, ``share_of_bound``, ``primary_lower_bound``, ``primary_gap``, ``primary_and_soft_lower_bound``,
+  ``objective_floor``), its
   ``objective_check`` and ``moves``, and ``solver.objective`` are recomputed.
 
 ``runtime_s``, ``created_utc``, the solver's other statistics and the package versions are
@@ -56,7 +57,7 @@ from packer.plan.context import PlanContext
 from packer.solvers.exact import build_exact_model
 from packer.solvers.milp import lp_relaxation_bound, solve_milp
 from packer.solvers.patterns import supported
-from packer.solvers.run import EXACT_MAX_PAIRS, bound_detail, candidate_pairs, engine_bound, pattern_lower_bound
+from packer.solvers.run import EXACT_MAX_PAIRS, bound_detail, candidate_pairs, engine_bound, objective_bound, pattern_lower_bound
 
 #: Relative tolerance of "the objective meets the bound" for status ``optimal`` (CP-SAT rounds its objective to ~1e-6 per host and task).
 OPTIMAL_TOLERANCE = 1e-4
@@ -125,6 +126,7 @@ def check_claims(problem: PlacementProblem, context: PlanContext, summary: dict[
 
     lower = _Lower()
     looser_ok = False
+    by_auto: str | None = None
     own: dict = {}
     expected: float | None = None  # the bound a deterministic method of the solve gives
     method = ""
@@ -132,16 +134,20 @@ def check_claims(problem: PlacementProblem, context: PlanContext, summary: dict[
         own_value, own, _ = engine_bound(problem)
         method = ("the primary cost today minus the LP bound on what the move budget can free" if "freeable_bound" in own
                   else "the MILP lower bound over architectures")
+        if own.get("primary_and_soft_lower_bound", -math.inf) + own.get("objective_floor", 0.0) >= own_value:
+            method = "the MILP lower bound over architectures on the primary cost and the interference term"
         lower.add(own_value, method)
         # The engine's LP and MILP bounds have grown tighter from one version of packer to the next: a plan made by an
         # earlier one states a looser bound, still valid. Column generation's and the exact solvers' must match.
-        looser_ok = name == "engine" and bool(own.get("exact")) and status != "optimal"
-        if name == "engine" and own.get("exact"):
+        # An engine plan whose bound ``auto``'s exact solver raised states that solver's dual bound: a claim, as for the solver itself.
+        by_auto = _bound_from_auto(stats, bound) if name == "engine" else None
+        looser_ok = name == "engine" and bool(own.get("exact")) and status != "optimal" and by_auto is None
+        if name == "engine" and own.get("exact") and by_auto is None:
             expected = own_value
         if name == "engine" and "column generation" in str(detail.get("kind", "")) and "primary_lower_bound" in own and supported(problem):
             cg, run = pattern_lower_bound(problem, context.time_limit_s or DEFAULT_TIME_LIMIT, own["primary_lower_bound"],
                                           context.deterministic)
-            cg += own.get("objective_floor", 0.0)  # on the primary cost: the objective's bound
+            cg = objective_bound({**own, "primary_lower_bound": cg})  # on the primary cost: the objective's bound
             lower.add(cg, "column generation over host patterns (verify's run)")
             # Counted as work (--deterministic) the run is reproducible and its bound must be the summary's; by wall clock, a claim.
             expected, looser_ok = None, False
@@ -159,11 +165,11 @@ def check_claims(problem: PlacementProblem, context: PlanContext, summary: dict[
         elif name == "cbc":
             expected, method = _relaxation_bound(problem)
     boundless = "the fair goal's solvers compute" if problem.fair else f"the {name} policy computes" if name.startswith("baseline-") else None
-    _check_bound(found, name, bound, objective, expected, method, lower, boundless, looser_ok)
+    _check_bound(found, by_auto or name, bound, objective, expected, method, lower, boundless, looser_ok)
     _check_status(found, problem, status, bound, objective, lower)
     _check_flags(found, context, summary, stats, status)
     if own:
-        _check_engine_detail(found, problem, assign, detail, own, bound, name, status, looser_ok)
+        _check_engine_detail(found, problem, assign, detail, own, bound, name, status, looser_ok, by_auto is not None)
     moves = int((assign != problem.current).sum())
     for key, value, recomputed in (("solver.objective", solver.get("objective"), objective),
                                    ("solver.stats.objective_check", stats.get("objective_check"), objective),
@@ -276,16 +282,30 @@ def _check_flags(found: ClaimsFinding, context: PlanContext, summary: dict[str, 
     if flags.get("interrupted") is True and status == "optimal":
         found.wrong.append("solver.stats.interrupted: summary says true with status 'optimal': an interrupted solve never finished a proof")
     runtime, limit = summary.get("runtime_s"), context.time_limit_s
-    if flags.get("timed_out") is True and _is_number(runtime) and limit is not None and runtime < limit * (1 - 1e-3):
+    # Counted as work (--deterministic), a time limit can be reached in fewer seconds by the clock.
+    if flags.get("timed_out") is True and _is_number(runtime) and limit is not None and runtime < limit * (1 - 1e-3) \
+            and not context.deterministic:
         found.wrong.append(f"solver.stats.timed_out: summary says true, but runtime_s {runtime!r} is below the time limit {limit!r}")
     if flags:
         found.claims.append(", ".join(f"solver.stats.{key}: {json.dumps(value)}" for key, value in flags.items()))
 
 
+def _bound_from_auto(stats: dict, bound: Any) -> str | None:
+    """The exact solver ``auto`` ran after the engine (``stats["auto"]``) whose bound the plan's ``bound`` is, not the engine's; else None."""
+    runs = stats.get("auto") if isinstance(stats.get("auto"), dict) else {}
+    engine = runs.get("engine") if isinstance(runs.get("engine"), dict) else {}
+    for key, run in runs.items():
+        if key != "engine" and isinstance(run, dict) and _is_number(run.get("bound")) and _is_number(bound) \
+                and _close(run["bound"], bound) and run["bound"] != engine.get("bound"):
+            return str(key)
+    return None
+
+
 def _check_engine_detail(found: ClaimsFinding, problem: PlacementProblem, assign: np.ndarray, detail: dict, own: dict,
-                         bound: float | None, name: str, status: Any, looser_ok: bool = False) -> None:
+                         bound: float | None, name: str, status: Any, looser_ok: bool = False, by_auto: bool = False) -> None:
     """The engine's bound details (``solver.stats.bound``) against verify's :func:`engine_bound` and the placement;
-    ``looser_ok`` as for :func:`_check_bound` (the details then follow from the plan's looser bound)."""
+    ``looser_ok`` as for :func:`_check_bound` (the details then follow from the plan's looser bound); ``by_auto``: the plan's
+    bound is the dual bound of ``auto``'s exact solver, not derived from the details."""
     expected: dict[str, Any] = {}
     if "freeable_bound" in detail and "freeable_bound" in own:
         freeable, floor = own["freeable_bound"], own.get("objective_floor", 0.0)
@@ -296,10 +316,12 @@ def _check_engine_detail(found: ClaimsFinding, problem: PlacementProblem, assign
         if own.get("exact"):
             expected["freeable_bound"] = freeable
     elif "primary_lower_bound" in detail:
-        # The engine's bound is its primary lower bound plus the objective's floor (:func:`packer.solvers.run.objective_floor`),
-        # unless a proof (the engine's CP-SAT, or auto's exact solver) raised the plan's bound above it.
-        own_bound = name == "engine" and status != "optimal"
-        floor = own.get("objective_floor", 0.0)
+        # The engine's bound is its primary lower bound plus the objective's floor (:func:`packer.solvers.run.objective_bound`),
+        # unless the bound on the primary cost and soft terms is higher, or a proof (the engine's CP-SAT, or auto's exact
+        # solver) raised the plan's bound above it.
+        floor, soft = own.get("objective_floor", 0.0), own.get("primary_and_soft_lower_bound")
+        from_soft = soft is not None and _is_number(bound) and _close(bound - floor, soft)
+        own_bound = name == "engine" and status != "optimal" and not from_soft and not by_auto
         lower = (bound - floor if _is_number(bound) else bound) if own_bound else detail["primary_lower_bound"]
         expected = {"primary_lower_bound": lower} if own_bound else {}
         if _is_number(lower) and _is_number(bound) and lower + floor > bound + _slack(bound):
@@ -309,6 +331,8 @@ def _check_engine_detail(found: ClaimsFinding, problem: PlacementProblem, assign
             expected["primary_gap"] = bound_detail(problem, assign, {"primary_lower_bound": lower})["primary_gap"]
     if "objective_floor" in own:
         expected["objective_floor"] = own["objective_floor"]
+    if "primary_and_soft_lower_bound" in own and own.get("exact"):
+        expected["primary_and_soft_lower_bound"] = own["primary_and_soft_lower_bound"]
     for key, value in expected.items():
         claimed = detail.get(key)
         if key not in detail:

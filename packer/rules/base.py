@@ -18,7 +18,8 @@ knows how to
   handed to CP-SAT and to PuLP);
 * describe itself for the plan's summary (:meth:`Rule.describe`);
 * state, where it caps a host's load besides capacity, that cap for the bounds
-  (:meth:`Rule.load_limits`).
+  (:meth:`Rule.load_limits`); a goal that prices load beyond a soft capacity states
+  that price (:meth:`Goal.soft_capacity`).
 
 Which solver strategy honours which rule is declared once, by the rule
 (:attr:`Rule.strategies`), and checked in one place
@@ -55,6 +56,20 @@ class LoadLimits:
     demand: np.ndarray
     limit: np.ndarray
     rise: np.ndarray
+
+
+@dataclass(frozen=True)
+class SoftCapacity:
+    """A goal's term that prices load beyond a capacity (:meth:`Goal.soft_capacity`): ``Σ_h Σ_k price[h,k] · max(0, load[h,k] − capacity[h,k])``
+    with ``load[h,k]`` the sum of ``demand[t,k]`` over the tasks on h.
+
+    ``demand`` (T, K) in the goal's load units; ``capacity`` (H, K) in the same units (``inf``: no term);
+    ``price`` (H, K) ≥ 0, objective units per unit of load beyond capacity (weight included).
+    """
+
+    demand: np.ndarray
+    capacity: np.ndarray
+    price: np.ndarray
 
 
 class Rule:
@@ -146,6 +161,11 @@ class Goal:
 
     def add_to_model(self, model: ExactModel) -> None:
         """Add the weighted term to the exact model's objective (the part outside the model as its constant)."""
+
+    def soft_capacity(self, problem: PlacementProblem) -> SoftCapacity | None:
+        """The weighted term as load priced beyond a capacity, for the full-repack bound (:func:`packer.solvers.bounds.repack_cost_bound`);
+        None for a term of another form (e.g. weight 0)."""
+        return None
 
     def least(self, problem: PlacementProblem) -> float:
         """A lower bound on the weighted term over valid placements (objective units); 0 for a term that cannot be negative."""

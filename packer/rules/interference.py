@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from packer.model.metrics import host_sensitivity
-from packer.rules.base import Goal
+from packer.rules.base import Goal, SoftCapacity
 
 
 class Interference(Goal):
@@ -39,6 +39,19 @@ class Interference(Goal):
             here = state.sens[frm] * inv[frm]
             out = out + (np.clip(here - p.sens_demand[t] * inv[frm] - 1.0, 0.0, None).sum() - np.clip(here - 1.0, 0.0, None).sum())
         return self.weight * out
+
+    def soft_capacity(self, problem):
+        """``weight · max(0, S_k(h) − 1)`` is ``weight / sens_capacity[h,k]`` per unit of sensitivity demand beyond ``sens_capacity[h,k]``.
+
+        A host without a positive, finite sensitivity capacity in k gets no term (capacity ``inf``,
+        price 0): less than the term, which such a host makes infinite or leaves out of the exact model.
+        """
+        if not problem.sens_dims or self.weight == 0:
+            return None
+        cap = problem.sens_capacity
+        modelled = np.isfinite(cap) & (cap > 0)
+        return SoftCapacity(demand=problem.sens_demand, capacity=np.where(modelled, cap, np.inf),
+                            price=np.where(modelled, self.weight / np.where(modelled, cap, 1.0), 0.0))
 
     def add_to_model(self, model):
         """``excess[h,k] ≥ weight · (Σ_t use·x + fixed − 1)`` where the sum can exceed 1; the excess of hosts outside the model is constant."""

@@ -36,9 +36,12 @@ most cost the move budget could free; for a full repack no lower than the better
 MILP lower bound over architectures and the column-generation bound over host patterns
 (:mod:`packer.solvers.patterns`, whose packing is also a start for the engine, except
 where the engine re-solves the whole instance with CP-SAT,
-:func:`~packer.solvers.engine.covers_whole_instance`); both plus :func:`objective_floor` (below 0 only
-where hosts are kept over capacity), and CP-SAT's bound where it proved the engine's plan optimal.
-The bound's details go into ``result.stats["bound"]``.
+:func:`~packer.solvers.engine.covers_whole_instance`). Where a goal prices load beyond a
+soft capacity (the interference term), either is raised to the MILP's bound on the primary
+cost plus those terms where that is higher (:func:`objective_bound`): any plan, move-bounded
+or not, is a full repack. All plus :func:`objective_floor` (below 0 only where hosts are kept
+over capacity), and CP-SAT's bound where it proved the engine's plan optimal. The bound's
+details go into ``result.stats["bound"]``.
 """
 from __future__ import annotations
 
@@ -170,23 +173,40 @@ def tasks_that_fit_nowhere(problem: PlacementProblem) -> np.ndarray:
 
 
 def engine_bound(problem: PlacementProblem) -> tuple[float, dict, np.ndarray | None]:
-    """A lower bound on the objective for the engine's result, what it rests on (see module doc) and,
-    for a full repack, each task's preferred architecture in the bound's LP solution."""
+    """A lower bound on the objective for the engine's result (:func:`objective_bound`), what it rests on (see module doc)
+    and, for a full repack, each task's preferred architecture in the bound's LP solution."""
     floor = objective_floor(problem)
     below = {"objective_floor": floor} if floor < 0 else {}
+    soft, soft_exact = {}, True
+    if any(goal.soft_capacity(problem) is not None for goal in problem.goals):
+        with_soft = repack_cost_bound(problem, soft=True)
+        soft, soft_exact = {"primary_and_soft_lower_bound": with_soft.value}, with_soft.exact
     if problem.max_moves is None or problem.max_moves >= int(problem.movable.sum()):
         # A budget that covers every movable task cannot bind: bound it as a full repack.
         lower = repack_cost_bound(problem)
         value = _integral_lower_bound(problem, lower.value)
         method = "MILP over architectures" + (", demands rounded down, and Lagrange's bound" if "demand_grid" in lower.detail else "")
-        return value + floor, {"kind": f"lower bound on primary cost (full repack, {method})", "primary_lower_bound": value,
-                               "exact": lower.exact, **below, **lower.detail}, lower.task_arch
+        detail = {"kind": f"lower bound on primary cost (full repack, {method})", "primary_lower_bound": value,
+                  "exact": lower.exact and soft_exact, **soft, **below, **lower.detail}
+        return objective_bound(detail), detail, lower.task_arch
     pools = problem.rule(Pools)
     freeable = freeable_cost_bound(problem, groups=None if pools is None else pools.host_pool)
     before = float(problem.primary_cost[np.unique(problem.current)].sum())
-    return before - freeable.value + floor, {"kind": "upper bound on primary cost the move budget can free (LP)",
-                                             "freeable_bound": freeable.value, "primary_before": before, "exact": freeable.exact,
-                                             **below, **freeable.detail}, None
+    detail = {"kind": "upper bound on primary cost the move budget can free (LP)", "freeable_bound": freeable.value,
+              "primary_before": before, "exact": freeable.exact and soft_exact, **soft, **below, **freeable.detail}
+    return objective_bound(detail), detail, None
+
+
+def objective_bound(detail: dict) -> float:
+    """The engine's lower bound on the objective from :func:`engine_bound`'s ``detail`` (objective units).
+
+    The bound on the primary cost (full repack: ``primary_lower_bound``; move budget:
+    ``primary_before − freeable_bound``) or, where higher, ``primary_and_soft_lower_bound`` (the
+    primary cost plus the goals' soft-capacity terms, which are otherwise bounded by 0), plus
+    ``objective_floor``.
+    """
+    primary = detail["primary_lower_bound"] if "primary_lower_bound" in detail else detail["primary_before"] - detail["freeable_bound"]
+    return max(primary, detail.get("primary_and_soft_lower_bound", -math.inf)) + detail.get("objective_floor", 0.0)
 
 
 def objective_floor(problem: PlacementProblem) -> float:
@@ -199,8 +219,8 @@ def objective_floor(problem: PlacementProblem) -> float:
 
 
 def _pattern_bound_and_start(problem: PlacementProblem, time_limit: float, detail: dict, progress: Callable[[Progress], None] | None,
-                             clock: SearchClock) -> tuple[float, np.ndarray | None]:
-    """Column generation on a full repack (:mod:`packer.solvers.patterns`): the better lower bound, recorded in ``detail``, and a valid start.
+                             clock: SearchClock) -> np.ndarray | None:
+    """Column generation on a full repack (:mod:`packer.solvers.patterns`): the better lower bound, recorded in ``detail``; returns a valid start or None.
 
     First, where one could exist, a packing of every task into full hosts
     (:func:`~packer.solvers.patterns.perfect_packing`, :data:`PERFECT_FIRST_SHARE` of
@@ -219,8 +239,8 @@ def _pattern_bound_and_start(problem: PlacementProblem, time_limit: float, detai
 
     def report(phase: str) -> None:
         if progress is not None:
-            today = evaluate(problem, problem.current)
-            progress(Progress(phase, today.objective, lower if math.isfinite(lower) else None, 0, today.hosts, clock.wall()))
+            today, bound = evaluate(problem, problem.current), objective_bound(detail)
+            progress(Progress(phase, today.objective, bound if math.isfinite(bound) else None, 0, today.hosts, clock.wall()))
 
     perfect = None
     instance = None if whole else perfect_packing_classes(problem)
@@ -233,7 +253,7 @@ def _pattern_bound_and_start(problem: PlacementProblem, time_limit: float, detai
     if perfect is not None:
         detail["perfect_packing"] = float(problem.primary_cost[np.unique(perfect)].sum())
         if detail["perfect_packing"] <= lower + 1e-6:
-            return lower, perfect
+            return perfect
     report("column generation")
     share = pattern_share(problem) * time_limit
     clock.spend(share)
@@ -242,7 +262,7 @@ def _pattern_bound_and_start(problem: PlacementProblem, time_limit: float, detai
     if lower > detail["primary_lower_bound"]:
         detail.update(primary_lower_bound=lower, kind="lower bound on primary cost (full repack, column generation over host patterns)")
     if interrupt.stop_requested() or whole or not packing_applies(problem, found):
-        return detail["primary_lower_bound"], perfect
+        return perfect
     clock.spend(share)
     # What column generation left of its share goes to the packing too (not when deterministic: a wall time is not reproducible).
     packing_time = share if deterministic else max(share, 2.0 * share - found.wall_s)
@@ -258,7 +278,7 @@ def _pattern_bound_and_start(problem: PlacementProblem, time_limit: float, detai
         detail["pattern_packing"] = float(problem.primary_cost[np.unique(packed)].sum())
     if perfect is not None and (packed is None or detail["perfect_packing"] < detail["pattern_packing"]):
         packed = perfect
-    return detail["primary_lower_bound"], packed
+    return packed
 
 
 def pattern_lower_bound(problem: PlacementProblem, time_limit: float, milp_bound: float,
@@ -420,8 +440,8 @@ def _run_engine(problem: PlacementProblem, time_limit: float, seed: int, progres
             hosts_per_arch = np.array([detail["hosts_per_arch"][a] for a in problem.arch_names.tolist()], dtype=float)
         starts = []
         if "primary_lower_bound" in detail and supported(problem):
-            primary, packed = _pattern_bound_and_start(problem, time_limit, detail, progress, clock)
-            bound = primary + detail.get("objective_floor", 0.0)
+            packed = _pattern_bound_and_start(problem, time_limit, detail, progress, clock)
+            bound = objective_bound(detail)
             if packed is not None:
                 starts.append(packed)
     target = detail["primary_lower_bound"] if "primary_lower_bound" in detail else detail["primary_before"] - detail["freeable_bound"]
