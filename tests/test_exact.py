@@ -271,3 +271,42 @@ def test_solvers_on_a_problem_built_from_a_trace(tmp_path):
     check(problem, cbc)
     assert cpsat.objective == pytest.approx(cbc.objective, abs=AGREE)
     assert cpsat.objective <= evaluate(problem, problem.current).objective
+
+
+def test_highs_on_an_instance_where_it_stops_with_an_internal_error_returns_a_valid_plan():
+    """HiGHS (OR-Tools 9.15) stops on this 11-task model with "kError [INTERNAL]", which MathOpt turns into an
+    AttributeError; the solve returns the starting placement, marked, not a traceback (and a better plan if HiGHS succeeds)."""
+    problem = random_problem(2367, 11, 2, sens=True, max_moves=None, weights=GoalWeights(fragmentation=0.0, sensitivity=10.0, moves=0.0))
+    result = solve_milp(problem, solver="highs", time_limit=5)
+    assert result.status in ("optimal", "feasible") and violations(problem, result.assign) == []
+    if result.stats.get("solver_failed"):
+        assert np.array_equal(result.assign, problem.current) and result.bound == -np.inf
+
+
+def test_a_solver_error_leaves_the_bounds_to_glop_or_to_no_bound_and_the_plan_to_its_start(monkeypatch, tmp_path):
+    from click.testing import CliRunner
+    from ortools.math_opt.python import errors as mathopt_errors
+    from ortools.math_opt.python import mathopt
+
+    from packer.cli import cli
+    from packer.solvers import bounds
+
+    solve = mathopt.solve
+
+    def highs_fails(model, solver_type, **kwargs):
+        if solver_type == mathopt.SolverType.HIGHS:
+            raise mathopt_errors.InternalMathOptError("HighsStatus: kError [INTERNAL] (was C++ INTERNAL)")
+        return solve(model, solver_type, **kwargs)
+
+    monkeypatch.setattr(bounds.mathopt, "solve", highs_fails)
+    problem = random_problem(3, 10, 4, max_moves=2)
+    assert bounds.freeable_cost_bound(problem).exact  # GLOP solved the LP HiGHS could not
+    assert bounds.repack_cost_bound(problem).value == np.inf  # no MILP solution: no bound, said as inf
+    result = solve_milp(problem, solver="highs", time_limit=5)
+    assert result.status == "feasible" and result.stats["solver_failed"] and np.array_equal(result.assign, problem.current)
+
+    hosts, tasks, usage = tiny_tables(n_tasks=8, n_hosts=4)
+    trace = write_tables(tmp_path / "trace", hosts, tasks, usage)
+    out = CliRunner().invoke(cli, ["solve", str(trace), "--out", str(tmp_path / "plan"), "--solver", "highs", "--time-limit", "5"])
+    assert out.exit_code == 0, out.output
+    assert "highs failed (an error of its own) before it had a placement: the plan keeps the starting one" in out.output

@@ -180,7 +180,9 @@ def _fleet_row(label: str, utype: str, row: dict) -> str:
 def _methods(solver: dict) -> str:
     """Which of ``auto``'s solvers made the plan, and what each found (objective units, seconds)."""
     engine, exact = solver["stats"]["auto"]["engine"], solver["stats"]["auto"]["highs"]
-    if exact["objective"] < engine["objective"] - 1e-9:
+    if exact.get("failed"):
+        verdict = "failed (an error of HiGHS's own)"
+    elif exact["objective"] < engine["objective"] - 1e-9:
         verdict = f"improved it to {exact['objective']:,.4g}"
     else:
         verdict = "found no better plan"
@@ -207,7 +209,9 @@ def _status(summary: dict) -> str:
         status += f"; freed {detail['freed']:,.1f} of at most {detail['freeable_bound']:,.1f} {primary} the move budget can free"
     elif detail.get("primary_gap") is not None and detail["primary_gap"] <= 1e-9:
         status += f"; {primary} equals its lower bound (proven optimal {primary})"
-    if stats.get("interrupted_before_a_solution"):
+    if stats.get("solver_failed"):
+        status += f"; {summary['solver']['name']} failed (an error of its own) before it had a placement: the plan keeps the starting one"
+    elif stats.get("interrupted_before_a_solution"):
         status += "; interrupted before the search had a placement: the plan keeps the current one"
     elif stats.get("interrupted"):
         status += "; interrupted (best plan so far)"

@@ -95,8 +95,10 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 from ortools.math_opt import model_pb2
+from ortools.math_opt.python import errors as mathopt_errors
 from ortools.math_opt.python import mathopt
 from ortools.util.python import solve_interrupter
+from pybind11_abseil.status import StatusNotOk
 
 from packer import interrupt
 from packer.model.metrics import TOLERANCE, host_loads, initially_overloaded
@@ -129,6 +131,8 @@ class _Solution:
     bound: float
     reason: str
     duals: np.ndarray | None = None
+    #: The solver stopped with an error of its own (:class:`SolverFailed`), not at a limit.
+    failed: bool = False
 
 
 def minimize(cost: np.ndarray, matrix: tuple[np.ndarray, np.ndarray, np.ndarray], row_bounds: tuple[np.ndarray, np.ndarray],
@@ -168,7 +172,11 @@ def minimize(cost: np.ndarray, matrix: tuple[np.ndarray, np.ndarray, np.ndarray]
                                      presolve=None if presolve else mathopt.Emphasis.OFF,
                                      time_limit=None if time_limit is None else datetime.timedelta(seconds=time_limit))
     model = mathopt.Model.from_model_proto(proto)
-    result = solve_mathopt(model, solver, params=params)
+    try:
+        result = solve_mathopt(model, solver, params=params)
+    except SolverFailed as error:
+        log.warning("%s failed (%s): no solution and no bound from it", solver.name, error)
+        return _Solution(optimal=False, x=None, objective=np.inf, bound=-np.inf, reason=f"{solver.name} failed: {error}", failed=True)
     reason = result.termination.reason
     optimal = reason == mathopt.TerminationReason.OPTIMAL
     x = np.array(result.variable_values(list(model.variables()))) if result.has_primal_feasible_solution() else None
@@ -212,8 +220,12 @@ def freeable_cost_bound(problem: PlacementProblem, budget: int | None = None, gr
     args = (lp.cost, lp.matrix(), (lp.row_lb, lp.row_ub), (np.zeros(len(lp.cost)), lp.var_ub), np.zeros(len(lp.cost), dtype=bool))
     try:
         solution = minimize(*args, mathopt.SolverType.HIGHS, time_limit=FREEABLE_LP_SECONDS)
+        failed = solution.failed
     except (AttributeError, RuntimeError, ValueError) as exc:
-        log.warning("HiGHS failed on the freeable bound's LP (%s); solving it with GLOP", exc)
+        log.warning("HiGHS failed on the freeable bound's LP (%s)", exc)
+        failed = True
+    if failed:
+        log.warning("solving the freeable bound's LP with GLOP")
         solution = minimize(*args, mathopt.SolverType.GLOP, time_limit=FREEABLE_LP_SECONDS)
     if not solution.optimal:
         # Fall back to the trivial bound: every emptiable host's cost.
@@ -567,6 +579,17 @@ def solve_incremental(solver: mathopt.IncrementalSolver) -> mathopt.SolveResult:
     return _stoppable(lambda interrupter: solver.solve(interrupter=interrupter))
 
 
+class SolverFailed(RuntimeError):
+    """A solver behind MathOpt stopped with an error of its own instead of a result (e.g. HiGHS's ``kError [INTERNAL]``)."""
+
+
 def _stoppable(solve: Callable[[solve_interrupter.SolveInterrupter], mathopt.SolveResult]) -> mathopt.SolveResult:
     interrupter = solve_interrupter.SolveInterrupter()
-    return interrupt.run_stoppable(lambda: solve(interrupter), interrupter.interrupt, grace=MATHOPT_STOP_GRACE_S)
+    try:
+        return interrupt.run_stoppable(lambda: solve(interrupter), interrupter.interrupt, grace=MATHOPT_STOP_GRACE_S)
+    except (StatusNotOk, AttributeError, mathopt_errors.InternalMathOptError) as error:
+        # OR-Tools 9.15 fails to convert a solver's error status into its own exception and raises an AttributeError from it.
+        status = error.__context__ if isinstance(error, AttributeError) else error
+        if not isinstance(status, (StatusNotOk, mathopt_errors.InternalMathOptError)):
+            raise
+        raise SolverFailed(str(status)) from error

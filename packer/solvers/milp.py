@@ -42,7 +42,7 @@ from pulp.apis import coin_api
 from packer import interrupt
 from packer.model.metrics import evaluate
 from packer.model.problem import PlacementProblem
-from packer.solvers.bounds import solve_mathopt
+from packer.solvers.bounds import SolverFailed, solve_mathopt
 from packer.solvers.clock import WALL_CAP
 from packer.solvers.exact import BOOL, CONT, ExactModel, build_exact_model, unplaceable_tasks
 from packer.solvers.result import SolveResult
@@ -179,9 +179,10 @@ def solve_milp(problem: PlacementProblem, *, solver: str = "cbc", time_limit: fl
                 raise RuntimeError(f"{solver} returned an invalid placement: {'; '.join(broken) or 'a task on several hosts'}")
             log.warning("%s was stopped before it had a valid placement (%s)", solver, "; ".join(broken) or "a task on several hosts")
             found = False
+    failed = status == "failed"
     if not found:
         assign = form.base.copy()
-        if interrupted:  # stopped before its first solution: the starting placement satisfies the model
+        if interrupted or failed:  # stopped before its first solution: the starting placement satisfies the model
             status = "feasible"
     if status == "infeasible":
         log.error("%s declared a model infeasible that the starting placement satisfies; returning the starting placement", solver)
@@ -193,7 +194,7 @@ def solve_milp(problem: PlacementProblem, *, solver: str = "cbc", time_limit: fl
                        wall_s=time.perf_counter() - t0,
                        stats={"free_tasks": len(form.free), "hosts": len(form.hosts), "variables": model.n_vars,
                               "constraints": len(model.constraints) + len(model.implications), "interrupted": interrupted,
-                              "interrupted_before_a_solution": interrupted and not found})
+                              "interrupted_before_a_solution": interrupted and not found, **({"solver_failed": True} if failed else {})})
 
 
 def _run_cbc(model: ExactModel, time_limit: float, seed: int, threads: int) -> tuple[str, np.ndarray, float | None]:
@@ -279,14 +280,21 @@ class _CbcStop:
 
 
 def _run_highs(model: ExactModel, time_limit: float, seed: int, threads: int, deterministic: bool = False) -> tuple[str, np.ndarray, float | None]:
-    """Solve with HiGHS through MathOpt from a hint; the status, every variable's value and HiGHS's dual bound."""
+    """Solve with HiGHS through MathOpt from a hint; the status, every variable's value and HiGHS's dual bound.
+
+    Status "failed" where HiGHS stopped with an error of its own (:class:`~packer.solvers.bounds.SolverFailed`).
+    """
     with interrupt.stoppable():
         mo, handles = to_mathopt(model)
     hint = mathopt.SolutionHint(variable_values={var: float(value) for var, value in zip(handles, model.var_hint)})
     seconds = float(time_limit) * (WALL_CAP if deterministic else 1.0)
     params = mathopt.SolveParameters(time_limit=datetime.timedelta(seconds=seconds), random_seed=int(seed), relative_gap_tolerance=0.0,
                                      node_limit=DETERMINISTIC_NODES if deterministic else None)
-    result = solve_mathopt(mo, mathopt.SolverType.HIGHS, params=params, model_params=mathopt.ModelSolveParameters(solution_hints=[hint]))
+    try:
+        result = solve_mathopt(mo, mathopt.SolverType.HIGHS, params=params, model_params=mathopt.ModelSolveParameters(solution_hints=[hint]))
+    except SolverFailed as error:
+        log.warning("HiGHS failed (%s): no plan and no bound from it", error)
+        return "failed", np.zeros(len(handles)), None
     reason = result.termination.reason
     found = result.has_primal_feasible_solution()
     if reason == mathopt.TerminationReason.OPTIMAL:

@@ -180,7 +180,8 @@ def engine_bound(problem: PlacementProblem) -> tuple[float, dict, np.ndarray | N
     soft, soft_exact = {}, True
     if any(goal.soft_capacity(problem) is not None for goal in problem.goals):
         with_soft = repack_cost_bound(problem, soft=True)
-        soft, soft_exact = {"primary_and_soft_lower_bound": with_soft.value}, with_soft.exact
+        if math.isfinite(with_soft.value):  # inf: its MILP found nothing, which bounds nothing
+            soft, soft_exact = {"primary_and_soft_lower_bound": with_soft.value}, with_soft.exact
     if problem.max_moves is None or problem.max_moves >= int(problem.movable.sum()):
         # A budget that covers every movable task cannot bind: bound it as a full repack.
         lower = repack_cost_bound(problem)
@@ -510,7 +511,7 @@ def _run_auto_exact(problem: PlacementProblem, time_limit: float, seed: int, pro
     stats["method"] = best.solver
     stats["interrupted"] = bool(engine.stats.get("interrupted") or exact.stats.get("interrupted"))
     stats["auto"] = {r.solver: {"status": r.status, "objective": r.objective, "bound": r.bound if math.isfinite(r.bound) else None,
-                                "wall_s": r.wall_s} for r in (engine, exact)}
+                                "wall_s": r.wall_s, **({"failed": True} if r.stats.get("solver_failed") else {})} for r in (engine, exact)}
     return SolveResult(assign=best.assign, status=status, objective=best.objective, bound=bound, solver=best.solver,
                        wall_s=time.perf_counter() - t0, stats=stats)
 
