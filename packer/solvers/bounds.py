@@ -220,12 +220,10 @@ def freeable_cost_bound(problem: PlacementProblem, budget: int | None = None, gr
     args = (lp.cost, lp.matrix(), (lp.row_lb, lp.row_ub), (np.zeros(len(lp.cost)), lp.var_ub), np.zeros(len(lp.cost), dtype=bool))
     try:
         solution = minimize(*args, mathopt.SolverType.HIGHS, time_limit=FREEABLE_LP_SECONDS)
-        failed = solution.failed
     except (AttributeError, RuntimeError, ValueError) as exc:
-        log.warning("HiGHS failed on the freeable bound's LP (%s)", exc)
-        failed = True
-    if failed:
-        log.warning("solving the freeable bound's LP with GLOP")
+        solution = _Solution(optimal=False, x=None, objective=np.inf, bound=-np.inf, reason=str(exc), failed=True)
+    if solution.failed:
+        log.warning("HiGHS failed on the freeable bound's LP (%s); solving it with GLOP", solution.reason)
         solution = minimize(*args, mathopt.SolverType.GLOP, time_limit=FREEABLE_LP_SECONDS)
     if not solution.optimal:
         # Fall back to the trivial bound: every emptiable host's cost.
