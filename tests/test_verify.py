@@ -363,7 +363,7 @@ def test_a_p99_sens_plans_bound_counts_interference_and_verifies(tmp_path):
     assert summary["bound"] == pytest.approx(detail["primary_and_soft_lower_bound"] + detail.get("objective_floor", 0.0))
     result = run_verify(trace, plan)
     assert result.exit_code == 0, result.output
-    assert "(the MILP lower bound over architectures on the primary cost and the interference term)" in result.output
+    assert "(the lower bound on the primary cost and the interference term, the MILP over architectures)" in result.output
 
 
 def test_console_summary_and_report_show_one_gap(solved):

@@ -135,7 +135,9 @@ def check_claims(problem: PlacementProblem, context: PlanContext, summary: dict[
         method = ("the primary cost today minus the LP bound on what the move budget can free" if "freeable_bound" in own
                   else "the MILP lower bound over architectures")
         if own.get("primary_and_soft_lower_bound", -math.inf) + own.get("objective_floor", 0.0) >= own_value:
-            method = "the MILP lower bound over architectures on the primary cost and the interference term"
+            method = "the lower bound on the primary cost and the interference term" + (
+                ": the MILP over architectures and the LP on what the move budget can free less the interference it leaves"
+                if "freeable_bound" in own else ", the MILP over architectures")
         lower.add(own_value, method)
         # The engine's LP and MILP bounds have grown tighter from one version of packer to the next: a plan made by an
         # earlier one states a looser bound, still valid. Column generation's and the exact solvers' must match.

@@ -41,6 +41,17 @@
   On the slack-scarce 10,000-task trace of issue 11 it is 403 where the room summed
   per dimension over the whole fleet (the last row alone) gave 478.
 
+  With ``soft=True`` the goals' soft-capacity terms (the interference term) are charged
+  against what is freed: per soft column j and receiving group g, the load beyond the
+  group's summed capacity, ``e_gj ≥ Σ_c (F_cg + P_cg) s_cj + X_gj − Σ_{h∈g} y_h x_hj −
+  Σ_c M_cg w_cj`` with ``x_hj`` host h's soft load less its capacity today, ``X_gj`` their sum
+  over g, ``s_cj`` the class's soft load (rounded down with its demand) and ``w_cj`` its
+  largest exact one; per opened group ``e_kj ≥ Σ_c O_ck s_cj − z_k cap_kj``; each ``e`` priced
+  at the least price among the group's hosts in the objective. Valid because a host's term
+  ``price_h · max(0, load_h − cap_h)`` is at least that price times ``load_h − cap_h``, and
+  every occupied host is in a receiving group. The objective of any plan within the budget
+  is then at least today's primary cost less this LP's value.
+
 * :func:`repack_cost_bound` — full repack: a **lower bound on the primary cost of
   any valid placement**. ``x[t,a]`` is the fraction of task t placed on architecture
   a (only where t may run) and ``n_a`` the number of hosts of a opened (integer, a
@@ -195,8 +206,12 @@ MAX_FREEABLE_PAIRS = 30_000
 FREEABLE_LP_SECONDS = 60.0
 
 
-def freeable_cost_bound(problem: PlacementProblem, budget: int | None = None, groups: np.ndarray | None = None) -> CostBound:
+def freeable_cost_bound(problem: PlacementProblem, budget: int | None = None, groups: np.ndarray | None = None,
+                        soft: bool = False) -> CostBound:
     """Upper bound on the primary cost that at most ``budget`` moves (default: the problem's) can free (module doc).
+
+    ``soft``: an upper bound on that cost less the goals' soft-capacity terms after the moves (the interference
+    term, :meth:`~packer.rules.base.Goal.soft_capacity`; module doc) instead; with none, the same bound.
 
     ``groups`` (H,): a group code per host (pools, :mod:`packer.rules.pools`) when tasks
     may not leave their host's group: classes, receiving hosts and the total rows are then
@@ -214,7 +229,7 @@ def freeable_cost_bound(problem: PlacementProblem, budget: int | None = None, gr
     nothing = {"by_group": [{"moves": 0.0, "freed": 0.0} for _ in range(n_groups)]} if groups is not None else {}
     if len(emptiable) == 0 or limit == 0:
         return CostBound(0.0, "freeable", True, {"emptiable_hosts": int(len(emptiable)), **nothing})
-    lp = _FreeableLP(problem, emptiable, counts, group, budget)
+    lp = _FreeableLP(problem, emptiable, counts, group, budget, soft)
     # HiGHS: GLOP cycled without end on a 100-column instance of this LP (found in review); HiGHS solved it in 0.01 s.
     # HiGHS in turn raised on 1 in ~6,000 random instances (OR-Tools 9.15 reports "optimal" without a solution): GLOP then.
     args = (lp.cost, lp.matrix(), (lp.row_lb, lp.row_ub), (np.zeros(len(lp.cost)), lp.var_ub), np.zeros(len(lp.cost), dtype=bool))
@@ -245,7 +260,8 @@ class _FreeableLP:
     ``O[c,k]`` on opened group k, ``M[c,g]`` tasks moved off hosts of g that stay open.
     """
 
-    def __init__(self, problem: PlacementProblem, emptiable: np.ndarray, counts: np.ndarray, group: np.ndarray, budget: int | None) -> None:
+    def __init__(self, problem: PlacementProblem, emptiable: np.ndarray, counts: np.ndarray, group: np.ndarray, budget: int | None,
+                 soft: bool = False) -> None:
         p = problem
         D, A = len(p.dims), len(p.arch_names)
         loads = host_loads(p, p.current)
@@ -258,6 +274,11 @@ class _FreeableLP:
         J = self.n_limits = x_demand.shape[1]
         x_scale = np.where(np.isfinite(x_room[occupied]), x_room[occupied], 0.0).max(axis=0, initial=0.0)
         x_scale = np.where(x_scale > 0, x_scale, 1.0)
+        # Soft capacities (the interference term), priced beyond: rows of their own below, per group that may receive or open.
+        s_demand, s_cap, s_price = _soft_capacities(p, p.goals if soft else ())
+        S = s_demand.shape[1]
+        s_scale = np.where(np.isfinite(s_cap), s_cap, 0.0).max(axis=0, initial=0.0)
+        s_scale = np.where(s_scale > 0, s_scale, 1.0)
         # Receiving groups: occupied hosts by pool, architecture, capacity and the shape of their room.
         share = np.divide(room[occupied], p.capacity[occupied], out=np.ones((len(occupied), D)), where=p.capacity[occupied] > 0)
         shape = np.minimum(np.floor(np.hstack([share, x_room[occupied] / x_scale]) * ROOM_LEVELS), ROOM_LEVELS)
@@ -277,16 +298,17 @@ class _FreeableLP:
         # Task classes: movable tasks by pool, eligibility and demand rounded down (a relaxation) so that the pairs stay few.
         movable = np.flatnonzero(p.movable)
         signature = np.column_stack([group[p.current[movable]], p.eligible[movable]])
-        demand, self.grid = _rounded_demand(signature, np.hstack([p.demand[movable], x_demand[movable]]),
-                                            np.hstack([p.capacity, np.broadcast_to(x_scale, (p.n_hosts, J))]),
+        exact = np.hstack([p.demand[movable], x_demand[movable], s_demand[movable]])
+        demand, self.grid = _rounded_demand(signature, exact, np.hstack([p.capacity, np.broadcast_to(x_scale, (p.n_hosts, J)),
+                                                                          np.broadcast_to(s_scale, (p.n_hosts, S))]),
                                             max(1, MAX_FREEABLE_PAIRS // max(G + K, 1)))
         classes, c_of = unique_rows(np.column_stack([signature, demand]))
         C = self.n_classes = len(classes)
         c_group, c_eligible = classes[:, 0].astype(np.int64), classes[:, 1:1 + A].astype(bool)
-        c_demand, c_x = classes[:, 1 + A:1 + A + D], classes[:, 1 + A + D:]
-        c_largest = np.zeros((C, D + J))  # the largest exact demand in a class: the most room a move of one of its tasks makes
-        np.maximum.at(c_largest, c_of, np.hstack([p.demand[movable], x_demand[movable]]))
-        c_largest, c_xlargest = c_largest[:, :D], c_largest[:, D:]
+        c_demand, c_x, c_s = classes[:, 1 + A:1 + A + D], classes[:, 1 + A + D:1 + A + D + J], classes[:, 1 + A + D + J:]
+        c_largest = np.zeros((C, D + J + S))  # the largest exact demand in a class: the most room a move of one of its tasks makes
+        np.maximum.at(c_largest, c_of, exact)
+        c_largest, c_xlargest, c_slargest = c_largest[:, :D], c_largest[:, D:D + J], c_largest[:, D + J:]
 
         def allowed(g_pool, g_arch, g_cap):  # (C, groups): class may go there (its pool, an eligible architecture, it fits empty)
             return ((c_group[:, None] == g_pool[None, :]) & c_eligible[:, g_arch.astype(np.int64)]
@@ -301,11 +323,19 @@ class _FreeableLP:
         np.add.at(present, (c_of, host_group[p.current[movable]]), 1)
         m_c, m_g = np.nonzero(present)
         E = len(emptiable)
-        self.blocks = {name: n for name, n in zip("yzFPOM", (E, K, len(f_c), len(p_c), len(o_c), len(m_c)))}
-        y, z, F, P, O, M = self._columns()
+        # e: soft load beyond capacity per (receiving group, column), then per (opened group, column).
+        self.blocks = {name: n for name, n in zip("yzFPOMe", (E, K, len(f_c), len(p_c), len(o_c), len(m_c), (G + K) * S))}
+        y, z, F, P, O, M, e = self._columns()
+        s_load = np.zeros((p.n_hosts, S))
+        np.add.at(s_load, p.current, s_demand)
+        with np.errstate(invalid="ignore"):
+            h_excess = s_load - s_cap  # soft load beyond capacity today (below: negative); -inf where a host has no term
+        g_excess, g_price = _by_group(h_excess[occupied], s_price[occupied], g_of, G, np.add)
+        k_capacity, k_price = _by_group(s_cap[empty], s_price[empty], k_of, K, np.maximum)
         self.cost = np.zeros(sum(self.blocks.values()))
         self.cost[y] = -p.primary_cost[emptiable]
         self.cost[z] = k_cost
+        self.cost[e] = np.concatenate([g_price.ravel(), k_price.ravel()])
         self.var_ub = np.full(len(self.cost), np.inf)
         self.var_ub[y] = 1.0
         self.var_ub[z] = k_count
@@ -359,11 +389,29 @@ class _FreeableLP:
             add(m_g, M, -(c_largest[m_c, d] + g_largest[m_g, d]))
             lb += [-np.inf] * G
             ub += [0.0] * G
+        e_g, e_k = e[:G * S].reshape(G, S), e[G * S:].reshape(K, S)
+        for j in range(S):
+            # Soft load on a receiving group beyond its hosts' capacity, bought at the group's least price: what arrives, plus what
+            # its hosts carry beyond capacity today (less below), less that of the hosts emptied and the most a move off takes.
+            add(f_g, F, c_s[f_c, j])
+            add(p_g, P, c_s[p_c, j])
+            add(e_group, y, -np.where(np.isfinite(g_excess[e_group, j]), h_excess[emptiable, j], 0.0))
+            add(m_g, M, -c_slargest[m_c, j])
+            add(np.arange(G), e_g[:, j], -1.0)
+            lb += [-np.inf] * G
+            ub += np.where(np.isfinite(g_excess[:, j]), -g_excess[:, j], np.inf).tolist()  # inf where a host has no term: no row
         for d in range(D):
             add(o_k, O, c_demand[o_c, d])
             add(np.arange(K), z, -k_cap[:, d])
             lb += [-np.inf] * K
             ub += [0.0] * K
+        for j in range(S):
+            bounded = np.isfinite(k_capacity[:, j])
+            add(o_k, O, c_s[o_c, j])
+            add(np.arange(K), z, -np.where(bounded, k_capacity[:, j], 0.0))
+            add(np.arange(K), e_k[:, j], -1.0)
+            lb += [-np.inf] * K
+            ub += np.where(bounded, 0.0, np.inf).tolist()
         for j in range(J):
             limited = np.isfinite(k_xcap[:, j])
             add(o_k, O, c_x[o_c, j])
@@ -397,12 +445,25 @@ class _FreeableLP:
 
     def by_group(self, x: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
         """Moves and primary cost freed per pool in the LP solution ``x``."""
-        y, z, _, _, _, M = self._columns()
+        y, z, _, _, _, M, _ = self._columns()
         moves = (np.bincount(self._host_pool, weights=self._moves * x[y], minlength=n_groups)
                  + np.bincount(self._m_pool, weights=x[M], minlength=n_groups))
         freed = (np.bincount(self._host_pool, weights=self._cost * x[y], minlength=n_groups)
                  - np.bincount(self._k_pool, weights=self._k_cost * x[z], minlength=n_groups))
         return moves, freed
+
+
+def _by_group(values: np.ndarray, price: np.ndarray, of: np.ndarray, n: int, combine: np.ufunc) -> tuple[np.ndarray, np.ndarray]:
+    """Hosts' soft ``values`` (h, S) combined per group (``of``: each host's group of ``n``) with ``combine`` (``np.add``:
+    summed; ``np.maximum``: the largest), ``inf``/``-inf`` kept where a host has no term, and the least ``price`` per group
+    (0 where some host has no term: nothing to price)."""
+    out = np.zeros((n, values.shape[1])) if combine is np.add else np.full((n, values.shape[1]), -np.inf)
+    combine.at(out, of, values)
+    least = np.full((n, values.shape[1]), np.inf)
+    np.minimum.at(least, of, price)
+    termless = np.zeros((n, values.shape[1]), dtype=bool)
+    np.logical_or.at(termless, of, ~np.isfinite(values))
+    return np.where(termless, np.inf if combine is np.maximum else -np.inf, out), np.where(termless | ~np.isfinite(least), 0.0, least)
 
 
 #: Distinct (eligibility, demand) rows above which :func:`repack_cost_bound` rounds demands down (module doc).

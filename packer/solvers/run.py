@@ -37,9 +37,10 @@ MILP lower bound over architectures and the column-generation bound over host pa
 (:mod:`packer.solvers.patterns`, whose packing is also a start for the engine, except
 where the engine re-solves the whole instance with CP-SAT,
 :func:`~packer.solvers.engine.covers_whole_instance`). Where a goal prices load beyond a
-soft capacity (the interference term), either is raised to the MILP's bound on the primary
-cost plus those terms where that is higher (:func:`objective_bound`): any plan, move-bounded
-or not, is a full repack. All plus :func:`objective_floor` (below 0 only where hosts are kept
+soft capacity (the interference term), either is raised to the bound on the primary cost
+plus those terms where that is higher (:func:`objective_bound`): the MILP's over
+architectures (any plan, move-bounded or not, is a full repack) and, with a budget, today's
+primary cost less the LP bound on what the budget can free less the terms it leaves. All plus :func:`objective_floor` (below 0 only where hosts are kept
 over capacity), and CP-SAT's bound where it proved the engine's plan optimal. The bound's
 details go into ``result.stats["bound"]``.
 """
@@ -193,6 +194,11 @@ def engine_bound(problem: PlacementProblem) -> tuple[float, dict, np.ndarray | N
     pools = problem.rule(Pools)
     freeable = freeable_cost_bound(problem, groups=None if pools is None else pools.host_pool)
     before = float(problem.primary_cost[np.unique(problem.current)].sum())
+    if soft:
+        # What the budget can free less the soft terms it leaves: bounds the objective where packing tighter costs interference.
+        budgeted = freeable_cost_bound(problem, groups=None if pools is None else pools.host_pool, soft=True)
+        soft["primary_and_soft_lower_bound"] = max(soft["primary_and_soft_lower_bound"], before - budgeted.value)
+        soft_exact = soft_exact and budgeted.exact
     detail = {"kind": "upper bound on primary cost the move budget can free (LP)", "freeable_bound": freeable.value,
               "primary_before": before, "exact": freeable.exact and soft_exact, **soft, **below, **freeable.detail}
     return objective_bound(detail), detail, None
