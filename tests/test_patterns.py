@@ -479,3 +479,22 @@ def test_a_full_repack_builds_no_packing_from_a_useless_column_generation():
     detail = result.stats["bound"]
     assert detail["pattern_useless"] and "pattern_packing" not in detail
     assert violations(problem, result.assign) == []
+
+
+def test_a_master_lp_that_fails_ends_column_generation_with_the_bound_so_far(monkeypatch):
+    """GLOP stopping with an error of its own (:class:`~packer.solvers.bounds.SolverFailed`) on the second solve of the
+    master ends column generation with its first iteration's bound, not with a traceback."""
+    from packer.solvers.bounds import SolverFailed
+
+    problem, optimum = known_optimum_problem(3, 200)
+    solve, calls = patterns.solve_incremental, []
+
+    def fails_after_one(lp):
+        calls.append(lp)
+        if len(calls) > 1:
+            raise SolverFailed("GLOP: internal error")
+        return solve(lp)
+
+    monkeypatch.setattr(patterns, "solve_incremental", fails_after_one)
+    found = column_generation(problem, time_limit=5, deterministic=True)
+    assert found.iterations == 2 and not found.converged and math.isfinite(found.bound) and found.bound <= optimum + 1e-6

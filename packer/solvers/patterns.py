@@ -65,7 +65,7 @@ from ortools.sat.python import cp_model
 from packer import interrupt
 from packer.model.metrics import TOLERANCE, fits_within, host_loads, initially_overloaded, leftover_score
 from packer.model.problem import PlacementProblem
-from packer.solvers.bounds import minimize, solve_incremental
+from packer.solvers.bounds import SolverFailed, minimize, solve_incremental
 from packer.solvers.clock import WALL_CAP, SearchClock
 from packer.solvers.cpsat import cpsat_solver
 
@@ -501,6 +501,15 @@ class _Solutions(cp_model.CpSolverSolutionCallback):
         self.patterns.append(counts)
 
 
+def _solve_master(lp: mathopt.IncrementalSolver) -> mathopt.SolveResult | None:
+    """The master LP solved again (warm-started); None where GLOP stopped with an error of its own: the bound so far stands."""
+    try:
+        return solve_incremental(lp)
+    except SolverFailed as error:
+        log.warning("pattern master LP failed (%s); column generation stops here", error)
+        return None
+
+
 def _lagrangian_bound(pi: np.ndarray, upper: np.ndarray, classes: Classes, types: HostTypes) -> float:
     """The better of L(π) and L(π/θ) (module doc), θ = the largest value per cost of any host type's pattern (``upper``: bounds on those values)."""
     pinned = sum(_fractional_value(np.where(classes.allowed[:, a], pi, 0.0), classes.k, classes.count, room)
@@ -677,9 +686,9 @@ def column_generation(problem: PlacementProblem, time_limit: float = 30.0, max_c
     while not clock.expired() and not interrupt.stop_requested():
         iterations += 1
         clock.spend(ITERATION_WORK)
-        result = solve_incremental(lp)
-        if result.termination.reason != mathopt.TerminationReason.OPTIMAL:
-            if not interrupt.stop_requested():
+        result = _solve_master(lp)
+        if result is None or result.termination.reason != mathopt.TerminationReason.OPTIMAL:
+            if result is not None and not interrupt.stop_requested():
                 log.warning("pattern master LP: %s", result.termination.reason.name)
             break
         lp_value = float(result.objective_value())
@@ -842,8 +851,8 @@ def dive(found: PatternResult, clock: SearchClock) -> np.ndarray | None:
         """The master LP's solution once priced to convergence; None if it rounds up above the target or time ran out."""
         while not clock.expired() and not interrupt.stop_requested():
             clock.spend(ITERATION_WORK)
-            result = solve_incremental(lp)
-            if result.termination.reason != mathopt.TerminationReason.OPTIMAL:
+            result = _solve_master(lp)
+            if result is None or result.termination.reason != mathopt.TerminationReason.OPTIMAL:
                 return None
             pi, mu = _duals(result, master)
             added, _, proven = pricing.price(master, pi, mu, clock)
