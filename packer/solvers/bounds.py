@@ -395,8 +395,9 @@ class _FreeableLP:
             ub += [0.0] * G
         e_g, e_k = e[:G * S].reshape(G, S), e[G * S:].reshape(K, S)
         for j in range(S):
-            # Soft load on a receiving group beyond its hosts' capacity, bought at the group's least price: what arrives, plus what
-            # its hosts carry beyond capacity today (less below), less that of the hosts emptied and the most a move off takes.
+            # Soft load on a receiving group beyond its hosts' capacity, bought at the group's least price: what arrives, plus its
+            # hosts' soft load beyond capacity today (negative where below), less that of the hosts emptied and the most a move
+            # off takes.
             add(f_g, F, c_s[f_c, j])
             add(p_g, P, c_s[p_c, j])
             add(e_group, y, -np.where(np.isfinite(g_excess[e_group, j]), h_excess[emptiable, j], 0.0))

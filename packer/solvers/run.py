@@ -40,9 +40,10 @@ where the engine re-solves the whole instance with CP-SAT,
 soft capacity (the interference term), either is raised to the bound on the primary cost
 plus those terms where that is higher (:func:`objective_bound`): the MILP's over
 architectures (any plan, move-bounded or not, is a full repack) and, with a budget, today's
-primary cost less the LP bound on what the budget can free less the terms it leaves. All plus :func:`objective_floor` (below 0 only where hosts are kept
-over capacity), and CP-SAT's bound where it proved the engine's plan optimal. The bound's
-details go into ``result.stats["bound"]``.
+primary cost less the LP bound on what the budget can free less the terms it leaves. All
+plus :func:`objective_floor` (below 0 only where hosts are kept over capacity), and CP-SAT's
+bound where it proved the engine's plan optimal. The bound's details go into
+``result.stats["bound"]``.
 """
 from __future__ import annotations
 
