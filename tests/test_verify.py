@@ -364,6 +364,19 @@ def test_a_p99_sens_plans_bound_counts_interference_and_verifies(tmp_path):
     result = run_verify(trace, plan)
     assert result.exit_code == 0, result.output
     assert "(the lower bound on the primary cost and the interference term, the MILP over architectures)" in result.output
+    looser = tmp_path / "looser"  # as an earlier version's, which bounded interference less tightly
+    shutil.copytree(plan, looser)
+    with_bound(summary["bound"] - 0.5)(summary)
+    detail["primary_and_soft_lower_bound"] -= 0.5
+    (looser / SUMMARY_FILE).write_text(json.dumps(summary))
+    result = run_verify(trace, looser)
+    assert result.exit_code == 0 and "valid, below the" in result.output, result.output
+    summary = json.loads((plan / SUMMARY_FILE).read_text())
+    detail = summary["solver"]["stats"]["bound"]
+    detail["primary_lower_bound"] -= 1  # a false TCO bound beside the true bound on the objective
+    (plan / SUMMARY_FILE).write_text(json.dumps(summary))
+    result = run_verify(trace, plan)
+    assert result.exit_code == 1 and "solver.stats.bound.primary_lower_bound: summary says 3.0, recomputed 4.0" in result.output, result.output
 
 
 def test_console_summary_and_report_show_one_gap(solved):
