@@ -325,11 +325,11 @@ def _check_engine_detail(found: ClaimsFinding, problem: PlacementProblem, assign
         if looser_ok and soft is not None and _is_number(detail.get("primary_and_soft_lower_bound")):
             soft = min(soft, detail["primary_and_soft_lower_bound"])  # an earlier version's, checked below
         from_soft = soft is not None and _is_number(bound) and _close(bound - floor, soft)
-        own_bound = name == "engine" and status != "optimal" and not from_soft and not by_auto
+        engines = name == "engine" and status != "optimal" and not by_auto  # the bound is the engine's own
+        own_bound = engines and not from_soft
         lower = (bound - floor if _is_number(bound) else bound) if own_bound else detail["primary_lower_bound"]
         expected = {"primary_lower_bound": lower} if own_bound else {}
-        if from_soft and name == "engine" and status != "optimal" and not by_auto and own.get("exact") \
-                and "column generation" not in str(detail.get("kind", "")):
+        if engines and from_soft and own.get("exact") and "column generation" not in str(detail.get("kind", "")):
             # The plan's bound is the soft one: its primary lower bound is then the MILP's, which verify recomputed.
             expected["primary_lower_bound"] = own["primary_lower_bound"]
         if _is_number(lower) and _is_number(bound) and lower + floor > bound + _slack(bound):
