@@ -32,10 +32,11 @@ details) and ``runtime_s``. :func:`check_claims` re-derives each of them it can:
 * ``solver.stats``: ``interrupted`` and ``timed_out`` are booleans; an interrupted solve
   never finished a proof, so ``interrupted`` with status ``optimal`` is wrong, and a solve
   that ``timed_out`` ran at least its time limit (``runtime_s``); anything else about
-  them is a claim (a solve whose time counted as work, ``--deterministic``, may time out sooner by the clock). The engine's bound details (``freeable_bound``, ``primary_before``,
-  ``freed``, ``share_of_bound``, ``primary_lower_bound``, ``primary_gap``, ``primary_and_soft_lower_bound``,
-  ``objective_floor``), its
-  ``objective_check`` and ``moves``, and ``solver.objective`` are recomputed.
+  them is a claim (a solve whose time counted as work, ``--deterministic``, may time out
+  sooner by the clock). The engine's bound details (``freeable_bound``, ``primary_before``,
+  ``freed``, ``share_of_bound``, ``primary_lower_bound``, ``primary_gap``,
+  ``primary_and_soft_lower_bound``, ``objective_floor``), its ``objective_check`` and
+  ``moves``, and ``solver.objective`` are recomputed.
 
 ``runtime_s``, ``created_utc``, the solver's other statistics and the package versions are
 claims: listed, never silently accepted. The gap itself is checked with the objective in

@@ -163,8 +163,8 @@ class Goal:
         """Add the weighted term to the exact model's objective (the part outside the model as its constant)."""
 
     def soft_capacity(self, problem: PlacementProblem) -> SoftCapacity | None:
-        """The weighted term as load priced beyond a capacity, for the full-repack bound (:func:`packer.solvers.bounds.repack_cost_bound`);
-        None for a term of another form (e.g. weight 0)."""
+        """The weighted term as load priced beyond a capacity, for the bounds (:func:`packer.solvers.bounds.repack_cost_bound`,
+        :func:`packer.solvers.bounds.freeable_cost_bound`); None for a term of another form (e.g. weight 0)."""
         return None
 
     def least(self, problem: PlacementProblem) -> float:

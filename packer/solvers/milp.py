@@ -182,7 +182,7 @@ def solve_milp(problem: PlacementProblem, *, solver: str = "cbc", time_limit: fl
     failed = status == "failed"
     if not found:
         assign = form.base.copy()
-        if interrupted or failed:  # stopped before its first solution: the starting placement satisfies the model
+        if interrupted or failed:  # stopped, or failed, before its first solution: the starting placement satisfies the model
             status = "feasible"
     if status == "infeasible":
         log.error("%s declared a model infeasible that the starting placement satisfies; returning the starting placement", solver)

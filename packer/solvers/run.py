@@ -179,42 +179,51 @@ def engine_bound(problem: PlacementProblem) -> tuple[float, dict, np.ndarray | N
     and, for a full repack, each task's preferred architecture in the bound's LP solution."""
     floor = objective_floor(problem)
     below = {"objective_floor": floor} if floor < 0 else {}
-    soft, soft_exact = {}, True
-    if any(goal.soft_capacity(problem) is not None for goal in problem.goals):
+    has_soft = any(goal.soft_capacity(problem) is not None for goal in problem.goals)
+    softs: list[tuple[float, bool]] = []  # (value, solved to optimality) of bounds on the primary cost plus the soft terms
+    if has_soft:
         with_soft = repack_cost_bound(problem, soft=True)
-        if math.isfinite(with_soft.value):  # inf: its MILP found nothing, which bounds nothing
-            soft, soft_exact = {"primary_and_soft_lower_bound": with_soft.value}, with_soft.exact
+        softs.append((with_soft.value, with_soft.exact))
     if problem.max_moves is None or problem.max_moves >= int(problem.movable.sum()):
         # A budget that covers every movable task cannot bind: bound it as a full repack.
         lower = repack_cost_bound(problem)
         value = _integral_lower_bound(problem, lower.value)
         method = "MILP over architectures" + (", demands rounded down, and Lagrange's bound" if "demand_grid" in lower.detail else "")
         detail = {"kind": f"lower bound on primary cost (full repack, {method})", "primary_lower_bound": value,
-                  "exact": lower.exact and soft_exact, **soft, **below, **lower.detail}
+                  **_soft_detail(lower.exact, softs), **below, **lower.detail}
         return objective_bound(detail), detail, lower.task_arch
     pools = problem.rule(Pools)
-    freeable = freeable_cost_bound(problem, groups=None if pools is None else pools.host_pool)
+    groups = None if pools is None else pools.host_pool
+    freeable = freeable_cost_bound(problem, groups=groups)
     before = float(problem.primary_cost[np.unique(problem.current)].sum())
-    if soft:
+    if has_soft:
         # What the budget can free less the soft terms it leaves: bounds the objective where packing tighter costs interference.
-        budgeted = freeable_cost_bound(problem, groups=None if pools is None else pools.host_pool, soft=True)
-        soft["primary_and_soft_lower_bound"] = max(soft["primary_and_soft_lower_bound"], before - budgeted.value)
-        soft_exact = soft_exact and budgeted.exact
+        budgeted = freeable_cost_bound(problem, groups=groups, soft=True)
+        softs.append((before - budgeted.value, budgeted.exact))
     detail = {"kind": "upper bound on primary cost the move budget can free (LP)", "freeable_bound": freeable.value,
-              "primary_before": before, "exact": freeable.exact and soft_exact, **soft, **below, **freeable.detail}
+              "primary_before": before, **_soft_detail(freeable.exact, softs), **below, **freeable.detail}
     return objective_bound(detail), detail, None
 
 
-def objective_bound(detail: dict) -> float:
-    """The engine's lower bound on the objective from :func:`engine_bound`'s ``detail`` (objective units).
+def _soft_detail(exact: bool, softs: list[tuple[float, bool]]) -> dict:
+    """``exact`` (every bound used solved to optimality) and ``primary_and_soft_lower_bound``, the best of ``softs`` (value,
+    exact) that found one."""
+    found = [(value, solved) for value, solved in softs if math.isfinite(value)]  # inf: a MILP that found nothing bounds nothing
+    soft = {"primary_and_soft_lower_bound": max(value for value, _ in found)} if found else {}
+    return {"exact": exact and all(solved for _, solved in found), **soft}
 
-    The bound on the primary cost (full repack: ``primary_lower_bound``; move budget:
-    ``primary_before − freeable_bound``) or, where higher, ``primary_and_soft_lower_bound`` (the
-    primary cost plus the goals' soft-capacity terms, which are otherwise bounded by 0), plus
-    ``objective_floor``.
-    """
-    primary = detail["primary_lower_bound"] if "primary_lower_bound" in detail else detail["primary_before"] - detail["freeable_bound"]
-    return max(primary, detail.get("primary_and_soft_lower_bound", -math.inf)) + detail.get("objective_floor", 0.0)
+
+def _primary_bound(detail: dict) -> float:
+    """The bound on the primary cost in :func:`engine_bound`'s ``detail``: ``primary_lower_bound`` (full repack), else
+    ``primary_before − freeable_bound`` (move budget)."""
+    return detail["primary_lower_bound"] if "primary_lower_bound" in detail else detail["primary_before"] - detail["freeable_bound"]
+
+
+def objective_bound(detail: dict) -> float:
+    """The engine's lower bound on the objective from :func:`engine_bound`'s ``detail`` (objective units): the bound on the
+    primary cost (:func:`_primary_bound`) or, where higher, ``primary_and_soft_lower_bound`` (the primary cost plus the goals'
+    soft-capacity terms, which are otherwise bounded by 0), plus ``objective_floor``."""
+    return max(_primary_bound(detail), detail.get("primary_and_soft_lower_bound", -math.inf)) + detail.get("objective_floor", 0.0)
 
 
 def objective_floor(problem: PlacementProblem) -> float:
@@ -452,7 +461,7 @@ def _run_engine(problem: PlacementProblem, time_limit: float, seed: int, progres
             bound = objective_bound(detail)
             if packed is not None:
                 starts.append(packed)
-    target = detail["primary_lower_bound"] if "primary_lower_bound" in detail else detail["primary_before"] - detail["freeable_bound"]
+    target = _primary_bound(detail)
     offset = clock.wall()
 
     def engine_progress(report: Progress) -> None:  # the engine counts from its own start; the user, from the solve's
