@@ -122,6 +122,21 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class ArchMix:
+    """A full-repack MILP's solution (:func:`repack_cost_bound`) that :func:`~packer.solvers.engine.construct_repack` follows.
+
+    ``hosts`` (A,): hosts of each architecture it opens. ``task_arch`` (T,): the architecture
+    each task's LP share mostly uses (-1: none). ``prepaid``: the MILP weighed those hosts
+    against the interference term, so a construction takes them as open and spreads tasks
+    over all of them rather than filling the fewest.
+    """
+
+    hosts: np.ndarray
+    task_arch: np.ndarray
+    prepaid: bool = False
+
+
+@dataclass(frozen=True)
 class CostBound:
     """``value`` in cost units (or hosts, for ``goal="hosts"``); ``kind`` says what it bounds; ``exact`` if the LP solved to optimality."""
 
@@ -129,8 +144,8 @@ class CostBound:
     kind: str
     exact: bool
     detail: dict
-    #: Full repack only: per task, the architecture its LP solution puts most of it on (-1 if none).
-    task_arch: np.ndarray | None = None
+    #: Full repack only: the MILP's solution, for a construction to follow.
+    mix: ArchMix | None = None
 
 
 @dataclass(frozen=True)
@@ -549,11 +564,13 @@ def repack_cost_bound(problem: PlacementProblem, time_limit: float = 30.0, soft:
             lagrangian = _lagrangian_repack_bound(prices, signature, task_demand, cap, cost_per_host, must_open, available)
             detail = {"demand_grid": grid, "rounded_bound": value, "lagrangian_bound": lagrangian}
             value = max(value, lagrangian)
-    hosts = dict(zip(problem.arch_names.tolist(), np.round(res.x[n_x:n_x + A]).astype(int).tolist()))
+    hosts = np.round(res.x[n_x:n_x + A])
     share = np.zeros((U, A))
     share[pairs[:, 0], pairs[:, 1]] = res.x[:n_x]
     preferred = np.where(share.max(axis=1) > 0, share.argmax(axis=1), -1)[inverse.ravel()]
-    return CostBound(value, "repack-lower", res.optimal, {"hosts_per_arch": hosts, **detail}, task_arch=preferred)
+    per_arch = dict(zip(problem.arch_names.tolist(), hosts.astype(int).tolist()))
+    return CostBound(value, "repack-lower", res.optimal, {"hosts_per_arch": per_arch, **detail},
+                     mix=ArchMix(hosts, preferred, prepaid=s_demand.shape[1] > 0))
 
 
 def _soft_capacities(problem: PlacementProblem, goals: Sequence[Goal]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -63,7 +63,7 @@ from packer.model.metrics import evaluate, violations
 from packer.model.problem import PlacementProblem
 from packer.rules.pools import Pools
 from packer.solvers.baselines import BASELINES, run_baseline
-from packer.solvers.bounds import freeable_cost_bound, repack_cost_bound
+from packer.solvers.bounds import ArchMix, freeable_cost_bound, repack_cost_bound
 from packer.solvers.clock import SearchClock
 from packer.solvers.cpsat import solve_cpsat
 from packer.solvers.engine import EngineConfig, Progress, covers_whole_instance, solve_engine
@@ -174,16 +174,19 @@ def tasks_that_fit_nowhere(problem: PlacementProblem) -> np.ndarray:
     return np.flatnonzero(~fits_arch.any(axis=1) & ~fits_own)
 
 
-def engine_bound(problem: PlacementProblem) -> tuple[float, dict, np.ndarray | None]:
+def engine_bound(problem: PlacementProblem) -> tuple[float, dict, list[ArchMix]]:
     """A lower bound on the objective for the engine's result (:func:`objective_bound`), what it rests on (see module doc)
-    and, for a full repack, each task's preferred architecture in the bound's LP solution."""
+    and, for a full repack, the solutions of the bound's MILPs for the engine's constructions: the primary cost's, then,
+    where a goal has a soft capacity, the one that counts it."""
     floor = objective_floor(problem)
     below = {"objective_floor": floor} if floor < 0 else {}
     has_soft = any(goal.soft_capacity(problem) is not None for goal in problem.goals)
     softs: list[tuple[float, bool]] = []  # (value, solved to optimality) of bounds on the primary cost plus the soft terms
+    soft_mixes = []
     if has_soft:
         with_soft = repack_cost_bound(problem, soft=True)
         softs.append((with_soft.value, with_soft.exact))
+        soft_mixes = [with_soft.mix] if with_soft.mix is not None else []
     if problem.max_moves is None or problem.max_moves >= int(problem.movable.sum()):
         # A budget that covers every movable task cannot bind: bound it as a full repack.
         lower = repack_cost_bound(problem)
@@ -191,7 +194,8 @@ def engine_bound(problem: PlacementProblem) -> tuple[float, dict, np.ndarray | N
         method = "MILP over architectures" + (", demands rounded down, and Lagrange's bound" if "demand_grid" in lower.detail else "")
         detail = {"kind": f"lower bound on primary cost (full repack, {method})", "primary_lower_bound": value,
                   **_soft_detail(lower.exact, softs), **below, **lower.detail}
-        return objective_bound(detail), detail, lower.task_arch
+        mixes = [lower.mix] + soft_mixes if lower.mix is not None else []
+        return objective_bound(detail), detail, mixes
     pools = problem.rule(Pools)
     groups = None if pools is None else pools.host_pool
     freeable = freeable_cost_bound(problem, groups=groups)
@@ -202,7 +206,7 @@ def engine_bound(problem: PlacementProblem) -> tuple[float, dict, np.ndarray | N
         softs.append((before - budgeted.value, budgeted.exact))
     detail = {"kind": "upper bound on primary cost the move budget can free (LP)", "freeable_bound": freeable.value,
               "primary_before": before, **_soft_detail(freeable.exact, softs), **below, **freeable.detail}
-    return objective_bound(detail), detail, None
+    return objective_bound(detail), detail, []
 
 
 def _soft_detail(exact: bool, softs: list[tuple[float, bool]]) -> dict:
@@ -451,10 +455,7 @@ def _run_engine(problem: PlacementProblem, time_limit: float, seed: int, progres
         today = evaluate(problem, problem.current if start is None else start)
         progress(Progress("lower bound (LP)", today.objective, None, today.moves, today.hosts, 0.0))
     with interrupt.stoppable():
-        bound, detail, task_arch = engine_bound(problem)
-        hosts_per_arch = None
-        if "hosts_per_arch" in detail:
-            hosts_per_arch = np.array([detail["hosts_per_arch"][a] for a in problem.arch_names.tolist()], dtype=float)
+        bound, detail, mixes = engine_bound(problem)
         starts = []
         if "primary_lower_bound" in detail and supported(problem):
             packed = _pattern_bound_and_start(problem, time_limit, detail, progress, clock)
@@ -469,7 +470,7 @@ def _run_engine(problem: PlacementProblem, time_limit: float, seed: int, progres
 
     config = EngineConfig(time_limit=clock.remaining(), deterministic=deterministic, seed=seed,
                           progress=None if progress is None else engine_progress, bound=bound, primary_target=target)
-    result = solve_engine(problem, config, start=start, hosts_per_arch=hosts_per_arch, task_arch=task_arch, starts=starts)
+    result = solve_engine(problem, config, start=start, mixes=mixes, starts=starts)
     result.wall_s = clock.wall()
     # The better of this bound and the engine's own: CP-SAT's where it proved the plan optimal, else none.
     result.bound = max(bound, result.bound) if math.isfinite(bound) else result.bound
