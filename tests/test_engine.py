@@ -197,11 +197,11 @@ def test_a_full_repack_short_of_time_builds_only_the_in_place_construction(monke
         assert violations(problem, result.assign) == []
 
 
-def _four_sensitive_tasks(weight: float):
-    """Four tasks of sensitivity 0.6 on host 0 of three (cost 1, sensitivity capacity 1, room for all): two hosts of two tasks
-    cost 2 + 2·0.2·weight; one host of four, 1 + 1.4·weight; three hosts, at least 3 + 0.2·weight."""
-    return small_problem([1, 1, 1, 1], capacity=[8, 8, 8], cost=[1, 1, 1], current=[0, 0, 0, 0], sens=[0.6] * 4, sens_capacity=[1, 1, 1],
-                         weights=GoalWeights(fragmentation=0.0, sensitivity=weight, moves=0.0))
+def _four_sensitive_tasks(weight: float, hosts: int = 3):
+    """Four tasks of sensitivity 0.6 on host 0 of ``hosts`` (cost 1, sensitivity capacity 1, room for all): two hosts of two
+    tasks cost 2 + 2·0.2·weight; one host of four, 1 + 1.4·weight; three hosts, 3 + 0.2·weight; four, 4."""
+    return small_problem([1, 1, 1, 1], capacity=[8] * hosts, cost=[1] * hosts, current=[0, 0, 0, 0], sens=[0.6] * 4,
+                         sens_capacity=[1] * hosts, weights=GoalWeights(fragmentation=0.0, sensitivity=weight, moves=0.0))
 
 
 def test_a_construction_on_hosts_the_interference_milp_paid_for_spreads_tasks_over_them():
@@ -216,6 +216,16 @@ def test_a_construction_on_hosts_the_interference_milp_paid_for_spreads_tasks_ov
     assert evaluate(problem, spread).objective == pytest.approx(2.6)
     assert sorted(np.bincount(spread, minlength=3).tolist()) == [0, 2, 2]
     assert evaluate(problem, packed).objective == pytest.approx(3.1)
+
+
+def test_a_construction_on_paid_hosts_opens_another_where_a_tasks_interference_would_cost_more():
+    """Weight 6, four hosts: the MILP's fluid fits the load on three hosts (3), but whole tasks leave one of them at 1.2
+    (3 + 1.2); a fourth host costs 1, so the fourth task opens it (4, the optimum)."""
+    problem = _four_sensitive_tasks(6.0, hosts=4)
+    mix = repack_cost_bound(problem, soft=True).mix
+    assert mix.hosts.tolist() == [3.0]
+    built = construct_repack(problem, mix.hosts, mix.task_arch, keep_in_place=False, prepaid=mix.prepaid)
+    assert evaluate(problem, built).objective == pytest.approx(4.0)
 
 
 @pytest.mark.parametrize("weight, prepaid", [(1.5, [False, True]), (0.0, [False])])

@@ -250,8 +250,8 @@ def construct_repack(problem: PlacementProblem, hosts_per_arch: np.ndarray, task
     over dimensions (``largest_by="total"``) or the largest of them (``"peak"``).
     ``prepaid``: the hosts opened first are paid for (:attr:`~packer.solvers.bounds.ArchMix.prepaid`), so a
     task goes to the one its move raises the objective least, empty or not, instead of
-    filling occupied hosts first (on 37,000 tasks under P99 Sens, the interference MILP's
-    mix gave 31,504 at weight 10 this way, and 114,813 filling the fewest hosts). Every
+    filling occupied hosts first, or to the cheapest closed host of its architecture where
+    opening it raises the objective less (benchmarks/RESULTS.md, issue 11, fifteenth session). Every
     task goes only where the rules admit it; returns ``None`` if some task fits nowhere
     or the result breaks a rule on the whole placement
     (:meth:`~packer.model.state.PlacementState.holds`). Given a ``clock``, each task
@@ -291,9 +291,11 @@ def construct_repack(problem: PlacementProblem, hosts_per_arch: np.ndarray, task
         own = p.host_arch == preferred[t]
         to = -1
         if preferred[t] >= 0:
-            to = best_host(state, t, open_mask & own, paid)[0]
-            if to < 0:
-                to = _cheapest_closed(state, t, ~open_mask & own, price)
+            to, change = best_host(state, t, open_mask & own, paid)
+            closed = _cheapest_closed(state, t, ~open_mask & own, price) if to < 0 or paid is not None else -1
+            # Beside paid hosts, another is opened where the task's interference on the best paid one would cost more.
+            if closed >= 0 and (to < 0 or state.objective_delta(t, np.array([closed]))[0] < change - 1e-9):
+                to = closed
         if to < 0:
             to = best_host(state, t, open_mask, paid)[0]
         if to < 0:
