@@ -639,7 +639,7 @@ def _further_starts(problem: PlacementProblem, starts: Sequence[np.ndarray], mix
     starts, the plan. The rest are built on what is left of ``clock``, each given up when it
     runs out (at 37,000 tasks and 18,000 hosts each takes 7-12 s, and a solve with a 15-s
     limit took 42 s with two): first the same on each further mix (the interference MILP's:
-    on 37,000 tasks under P99 Sens it led to plans 0.9-6.4% lower at weights 0.3-3), then on
+    on 37,000 tasks under P99 Sens it led to plans 0.9-6.4% lower at weights 0.3-10), then on
     the first mix the one that re-places every task, and the one that keeps tasks in place,
     largest peak first. Neither order wins everywhere (total: 37,000 tasks 13,097 against
     13,159, the known-optimum family 1.6-2.0% cheaper; peak: g5k-s7 P99 0.4% cheaper).
@@ -649,7 +649,8 @@ def _further_starts(problem: PlacementProblem, starts: Sequence[np.ndarray], mix
         first, *further = mixes
         built.append(construct_repack(problem, first.hosts, first.task_arch, keep_in_place=True, prepaid=first.prepaid))
         clock.spend(STEP_WORK * int(problem.movable.sum()))  # a deterministic charge that does not depend on the construction
-        for mix, keep_in_place, largest_by in ([(mix, True, "total") for mix in further] + [(first, False, "total"), (first, True, "peak")]):
+        variants = [(mix, True, "total") for mix in further] + [(first, False, "total"), (first, True, "peak")]
+        for mix, keep_in_place, largest_by in variants:
             if clock.expired():
                 break
             built.append(construct_repack(problem, mix.hosts, mix.task_arch, keep_in_place, clock, largest_by, mix.prepaid))
