@@ -206,8 +206,8 @@ def _four_sensitive_tasks(weight: float, hosts: int = 3):
 
 def test_a_construction_on_hosts_the_interference_milp_paid_for_spreads_tasks_over_them():
     """Weight 1.5: the MILP that counts interference opens two hosts (2.6 against one host's 3.1). Taking the opening of each
-    as paid, the construction puts two tasks on each (the optimum, 2.6); charging it per task, a second host never pays for
-    the next task's excess (1 against 0.9) and all four end on one host (3.1)."""
+    as paid, the construction puts two tasks on each (the optimum, 2.6); charging it per task, opening a second host (1)
+    never pays for the next task's excess on the first (at most 0.9), and all four end on one host (3.1)."""
     problem = _four_sensitive_tasks(1.5)
     mix = repack_cost_bound(problem, soft=True).mix
     assert mix.prepaid and mix.hosts.tolist() == [2.0]
@@ -231,7 +231,7 @@ def test_a_construction_on_paid_hosts_opens_another_where_a_tasks_interference_w
 @pytest.mark.parametrize("weight, prepaid", [(1.5, [False, True]), (0.0, [False])])
 def test_a_full_repack_under_interference_is_also_built_on_the_interference_milps_hosts(monkeypatch, weight, prepaid):
     """The engine's constructions follow both MILPs' solutions where a goal prices interference: on 37,000 tasks under P99
-    Sens, 60 s, the interference MILP's led to plans 0.9-6.4% lower at weights 0.3-3 (benchmarks/RESULTS.md)."""
+    Sens, 60 s, the interference MILP's led to plans 0.9-6.4% lower at weights 0.3-10 (benchmarks/RESULTS.md)."""
     problem = _four_sensitive_tasks(weight)
     mixes = engine_bound(problem)[2]
     assert [mix.prepaid for mix in mixes] == prepaid
