@@ -286,13 +286,11 @@ class _FreeableLP:
         # Loads the rules cap besides capacity (e.g. the RP guard's): room in further columns, rows of their own below.
         x_demand, x_room, x_rise = _room_beyond_capacity(p)
         J = self.n_limits = x_demand.shape[1]
-        x_scale = np.where(np.isfinite(x_room[occupied]), x_room[occupied], 0.0).max(axis=0, initial=0.0)
-        x_scale = np.where(x_scale > 0, x_scale, 1.0)
+        x_scale = _column_scale(x_room[occupied])
         # Soft capacities (the interference term), priced beyond: rows of their own below, per group that may receive or open.
         s_demand, s_cap, s_price = _soft_capacities(p, p.goals if soft else ())
         S = s_demand.shape[1]
-        s_scale = np.where(np.isfinite(s_cap), s_cap, 0.0).max(axis=0, initial=0.0)
-        s_scale = np.where(s_scale > 0, s_scale, 1.0)
+        s_scale = _column_scale(s_cap)
         s_load = np.zeros((p.n_hosts, S))
         np.add.at(s_load, p.current, s_demand)
         with np.errstate(invalid="ignore"):
@@ -468,6 +466,12 @@ class _FreeableLP:
         freed = (np.bincount(self._host_pool, weights=self._cost * x[y], minlength=n_groups)
                  - np.bincount(self._k_pool, weights=self._k_cost * x[z], minlength=n_groups))
         return moves, freed
+
+
+def _column_scale(values: np.ndarray) -> np.ndarray:
+    """Per column of ``values`` (n, k), the largest finite value, or 1 where none is positive: the unit rounding works in."""
+    largest = np.where(np.isfinite(values), values, 0.0).max(axis=0, initial=0.0)
+    return np.where(largest > 0, largest, 1.0)
 
 
 def _by_group(values: np.ndarray, price: np.ndarray, of: np.ndarray, n: int, combine: np.ufunc) -> tuple[np.ndarray, np.ndarray]:

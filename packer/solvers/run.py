@@ -182,11 +182,11 @@ def engine_bound(problem: PlacementProblem) -> tuple[float, dict, list[ArchMix]]
     below = {"objective_floor": floor} if floor < 0 else {}
     has_soft = any(goal.soft_capacity(problem) is not None for goal in problem.goals)
     softs: list[tuple[float, bool]] = []  # (value, solved to optimality) of bounds on the primary cost plus the soft terms
-    soft_mixes = []
+    soft_mix = None
     if has_soft:
         with_soft = repack_cost_bound(problem, soft=True)
         softs.append((with_soft.value, with_soft.exact))
-        soft_mixes = [with_soft.mix] if with_soft.mix is not None else []
+        soft_mix = with_soft.mix
     if problem.max_moves is None or problem.max_moves >= int(problem.movable.sum()):
         # A budget that covers every movable task cannot bind: bound it as a full repack.
         lower = repack_cost_bound(problem)
@@ -194,8 +194,7 @@ def engine_bound(problem: PlacementProblem) -> tuple[float, dict, list[ArchMix]]
         method = "MILP over architectures" + (", demands rounded down, and Lagrange's bound" if "demand_grid" in lower.detail else "")
         detail = {"kind": f"lower bound on primary cost (full repack, {method})", "primary_lower_bound": value,
                   **_soft_detail(lower.exact, softs), **below, **lower.detail}
-        mixes = [lower.mix] + soft_mixes if lower.mix is not None else []
-        return objective_bound(detail), detail, mixes
+        return objective_bound(detail), detail, [mix for mix in (lower.mix, soft_mix) if mix is not None]
     pools = problem.rule(Pools)
     groups = None if pools is None else pools.host_pool
     freeable = freeable_cost_bound(problem, groups=groups)
