@@ -545,7 +545,8 @@ def test_a_search_ends_before_its_time_limit_only_with_cp_sats_proof_and_says_wh
 
     summary = {"status": result.status, "bound": None, "gap": None, "objective": {"total": result.objective}, "context": {"goal": "tco"},
                "solver": {"stats": result.stats}}
-    assert _status(summary).startswith("optimal (proven)")
+    assert _status(summary) == "optimal (CP-SAT proved it before the time limit): gap unknown (no lower bound)"
+    summary["status"] = "feasible"  # e.g. a rule CP-SAT's model holds only approximately (packer.plan.claims)
     assert _status(summary).endswith(f"; the search ended before its time limit: {engine.PROVED}")
 
 

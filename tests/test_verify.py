@@ -275,7 +275,7 @@ def test_an_untouched_solved_plan_verifies(solved, name):
         assert "PASS status and bound: bound 1.00402: recomputed (CBC's proven optimum)" in result.output
         assert "status optimal: the objective 1.00402 meets the lower bound 1.00402 verify computed (the optimum verify re-proved with CBC)" in result.output
     elif name == "engine-proven":
-        assert "status: optimal (proven): gap 0.00%" in plans[name][1]
+        assert "status: optimal (CP-SAT proved it before the time limit): gap 0.00%" in plans[name][1]
         assert re.search(r"status optimal: the objective (\S+) meets the lower bound \1 verify computed \(the optimum verify "
                          r"re-proved with CBC\)", result.output)
     elif name == "baseline":

@@ -16,6 +16,7 @@ import click
 
 from packer.io.resources import SAMPLE_NAME, sample_trace
 from packer.plan.plan import format_gap
+from packer.solvers.engine import PROVED
 
 
 def echo_skipped_usage(skipped: dict) -> None:
@@ -198,7 +199,13 @@ def _status(summary: dict) -> str:
     stats = summary["solver"]["stats"]
     detail = stats.get("bound") or {}
     bound = summary["bound"]
-    status = "optimal (proven)" if summary["status"] == "optimal" else "feasible"
+    ended = stats.get("search_ended")
+    if summary["status"] != "optimal":
+        status = "feasible"
+    elif ended == PROVED:  # the proof is why the search ended early: one clause says both
+        status, ended = "optimal (CP-SAT proved it before the time limit)", None
+    else:
+        status = "optimal (proven)"
     if bound is None:
         reason = detail.get("reason") if "primary_lower_bound" in detail else None
         status += f": gap unknown (no lower bound{f' could be computed: {reason}' if reason else ''})"
@@ -217,8 +224,8 @@ def _status(summary: dict) -> str:
         status += "; interrupted (best plan so far)"
     elif stats.get("timed_out"):
         status += "; stopped at the time limit"
-    elif stats.get("search_ended"):
-        status += f"; the search ended before its time limit: {stats['search_ended']}"
+    elif ended:
+        status += f"; the search ended before its time limit: {ended}"
     return status
 
 
