@@ -645,7 +645,8 @@ def _further_starts(problem: PlacementProblem, starts: Sequence[np.ndarray], mix
     (total: 37,000 tasks 13,097 against 13,159, the known-optimum family 1.6-2.0% cheaper;
     peak: g5k-s7 P99 0.4% cheaper). The lowest mix, because at high interference weights the
     primary cost's constructions are far above the interference MILP's (37,000 tasks, P99
-    Sens, weight 10: ~114,800 against ~31,500).
+    Sens, weight 10: ~114,800 against ~31,500); not always better after improvement (there,
+    weight 3 at 300 s ended 0.6% higher: the lowest start is improved first and keeps the time).
     """
     built = list(starts)
     if mixes:
