@@ -641,12 +641,16 @@ def _further_starts(problem: PlacementProblem, starts: Sequence[np.ndarray], mix
     limit took 42 s with two): first the same on each further mix (the interference MILP's:
     on 37,000 tasks under P99 Sens it led to plans 0.9-6.4% lower at weights 0.3-10), then,
     on the mix whose construction so far is the lowest, the one that re-places every task
-    and the one that keeps tasks in place, largest peak first. Neither order wins everywhere
-    (total: 37,000 tasks 13,097 against 13,159, the known-optimum family 1.6-2.0% cheaper;
-    peak: g5k-s7 P99 0.4% cheaper). The lowest mix, because at high interference weights the
-    primary cost's constructions are far above the interference MILP's (37,000 tasks, P99
-    Sens, weight 10: ~114,800 against ~31,500); not always better after improvement (there,
-    weight 3 at 300 s ended 0.6% higher: the lowest start is improved first and keeps the time).
+    and, with one mix, the one that keeps tasks in place, largest peak first. Neither order
+    wins everywhere (total: 37,000 tasks 13,097 against 13,159, the known-optimum family
+    1.6-2.0% cheaper; peak: g5k-s7 P99 0.4% cheaper). The lowest mix, because at high
+    interference weights the primary cost's constructions are far above the interference
+    MILP's (37,000 tasks, P99 Sens, weight 10: ~114,800 against ~31,500); not always better
+    after improvement (there, weight 3 at 300 s ended 0.6% higher: the lowest start is
+    improved first and keeps the time). With two mixes (a goal prices interference) the
+    largest-peak construction is left out: on 37,000 tasks, without it the 300-s plans were
+    the same and the 60-s ones 0.2% and 0.5% lower (weights 3 and 10), its time going to
+    improving the best start.
     """
     built = list(starts)
     if mixes:
@@ -660,7 +664,8 @@ def _further_starts(problem: PlacementProblem, starts: Sequence[np.ndarray], mix
         built += in_place
         objectives = [np.inf if assign is None else _objective(problem, assign) for assign in in_place]
         lowest = mixes[int(np.argmin(objectives))]
-        for keep_in_place, largest_by in ((False, "total"), (True, "peak")):
+        variants = [(False, "total")] + ([(True, "peak")] if len(mixes) == 1 else [])
+        for keep_in_place, largest_by in variants:
             if clock.expired():
                 break
             built.append(construct_repack(problem, lowest.hosts, lowest.task_arch, keep_in_place, clock, largest_by,
