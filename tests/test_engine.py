@@ -165,7 +165,8 @@ def test_interrupt_returns_the_best_plan_so_far():
 def test_full_repack_construction_follows_the_architecture_mix():
     problem = random_problem(8, 30, 10, max_moves=None)
     bound = repack_cost_bound(problem)
-    built = construct_repack(problem, np.array(list(bound.detail["hosts_per_arch"].values()), dtype=float))
+    built = construct_repack(problem, ArchMix(np.array(list(bound.detail["hosts_per_arch"].values()), dtype=float),
+                                              np.full(problem.n_tasks, -1)))
     assert built is not None and violations(problem, built) == []
     assert problem.primary_cost[np.unique(built)].sum() >= bound.value - 1e-9
 
@@ -173,9 +174,10 @@ def test_full_repack_construction_follows_the_architecture_mix():
 def test_a_construction_on_a_clock_gives_up_when_it_runs_out():
     problem = random_problem(8, 30, 10, max_moves=None)
     hosts = np.array(list(repack_cost_bound(problem).detail["hosts_per_arch"].values()), dtype=float)
-    unhurried = construct_repack(problem, hosts, keep_in_place=False)
-    assert np.array_equal(construct_repack(problem, hosts, keep_in_place=False, clock=SearchClock(5.0, deterministic=True)), unhurried)
-    assert construct_repack(problem, hosts, keep_in_place=False, clock=SearchClock(1e-4, deterministic=True)) is None
+    mix = ArchMix(hosts, np.full(problem.n_tasks, -1))
+    unhurried = construct_repack(problem, mix, keep_in_place=False)
+    assert np.array_equal(construct_repack(problem, mix, keep_in_place=False, clock=SearchClock(5.0, deterministic=True)), unhurried)
+    assert construct_repack(problem, mix, keep_in_place=False, clock=SearchClock(1e-4, deterministic=True)) is None
 
 
 def test_a_full_repack_short_of_time_builds_only_the_in_place_construction(monkeypatch):
@@ -185,9 +187,9 @@ def test_a_full_repack_short_of_time_builds_only_the_in_place_construction(monke
     built = []
     real = engine.construct_repack
 
-    def recording(problem, hosts_per_arch, task_arch=None, keep_in_place=True, clock=None, largest_by="total", prepaid=False):
+    def recording(problem, mix, keep_in_place=True, clock=None, largest_by="total"):
         built.append((keep_in_place, largest_by))
-        return real(problem, hosts_per_arch, task_arch, keep_in_place, clock, largest_by, prepaid)
+        return real(problem, mix, keep_in_place, clock, largest_by)
 
     monkeypatch.setattr(engine, "construct_repack", recording)
     for limit, expected in ((1e-3, [(True, "total")]), (5.0, [(True, "total"), (False, "total"), (True, "peak")])):
@@ -211,8 +213,8 @@ def test_a_construction_on_hosts_the_interference_milp_paid_for_spreads_tasks_ov
     problem = _four_sensitive_tasks(1.5)
     mix = repack_cost_bound(problem, soft=True).mix
     assert mix.prepaid and mix.hosts.tolist() == [2.0]
-    spread = construct_repack(problem, mix.hosts, mix.task_arch, keep_in_place=False, prepaid=mix.prepaid)
-    packed = construct_repack(problem, mix.hosts, mix.task_arch, keep_in_place=False)
+    spread = construct_repack(problem, mix, keep_in_place=False)
+    packed = construct_repack(problem, dataclasses.replace(mix, prepaid=False), keep_in_place=False)
     assert evaluate(problem, spread).objective == pytest.approx(2.6)
     assert sorted(np.bincount(spread, minlength=3).tolist()) == [0, 2, 2]
     assert evaluate(problem, packed).objective == pytest.approx(3.1)
@@ -224,7 +226,7 @@ def test_a_construction_on_paid_hosts_opens_another_where_a_tasks_interference_w
     problem = _four_sensitive_tasks(6.0, hosts=4)
     mix = repack_cost_bound(problem, soft=True).mix
     assert mix.hosts.tolist() == [3.0]
-    built = construct_repack(problem, mix.hosts, mix.task_arch, keep_in_place=False, prepaid=mix.prepaid)
+    built = construct_repack(problem, mix, keep_in_place=False)
     assert evaluate(problem, built).objective == pytest.approx(4.0)
 
 
@@ -238,9 +240,9 @@ def test_a_full_repack_under_interference_is_also_built_on_the_interference_milp
     built = []
     real = engine.construct_repack
 
-    def recording(problem, hosts_per_arch, task_arch=None, keep_in_place=True, clock=None, largest_by="total", prepaid=False):
-        built.append(prepaid)
-        return real(problem, hosts_per_arch, task_arch, keep_in_place, clock, largest_by, prepaid)
+    def recording(problem, mix, keep_in_place=True, clock=None, largest_by="total"):
+        built.append(mix.prepaid)
+        return real(problem, mix, keep_in_place, clock, largest_by)
 
     monkeypatch.setattr(engine, "construct_repack", recording)
     result = run_solver(problem, "engine", 5.0, seed=0, deterministic=True)
@@ -261,9 +263,9 @@ def test_a_full_repack_builds_its_further_constructions_on_the_mix_whose_first_i
     built = []
     real = engine.construct_repack
 
-    def recording(problem, hosts_per_arch, task_arch=None, keep_in_place=True, clock=None, largest_by="total", prepaid=False):
-        assign = real(problem, hosts_per_arch, task_arch, keep_in_place, clock, largest_by, prepaid)
-        built.append((keep_in_place, largest_by, prepaid, evaluate(problem, assign).objective))
+    def recording(problem, mix, keep_in_place=True, clock=None, largest_by="total"):
+        assign = real(problem, mix, keep_in_place, clock, largest_by)
+        built.append((keep_in_place, largest_by, mix.prepaid, evaluate(problem, assign).objective))
         return assign
 
     monkeypatch.setattr(engine, "construct_repack", recording)

@@ -232,14 +232,13 @@ def _candidate_order(state: PlacementState, rng: np.random.Generator, full_repac
     return cand[np.lexsort((tie, key))]
 
 
-def construct_repack(problem: PlacementProblem, hosts_per_arch: np.ndarray, task_arch: np.ndarray | None = None,
-                     keep_in_place: bool = True, clock: SearchClock | None = None, largest_by: str = "total",
-                     prepaid: bool = False) -> np.ndarray | None:
+def construct_repack(problem: PlacementProblem, mix: ArchMix, keep_in_place: bool = True, clock: SearchClock | None = None,
+                     largest_by: str = "total") -> np.ndarray | None:
     """A full-repack placement that follows a cost bound's LP solution (LP rounding).
 
-    ``hosts_per_arch`` (A,) is how many hosts of each architecture to open first and
-    ``task_arch`` (T,) the architecture each task's LP solution mostly uses (both from
-    :func:`packer.solvers.bounds.repack_cost_bound`). Within an architecture the most loaded
+    ``mix`` (from :func:`packer.solvers.bounds.repack_cost_bound`): ``mix.hosts`` (A,) is how
+    many hosts of each architecture to open first and ``mix.task_arch`` (T,) the
+    architecture each task's LP solution mostly uses (-1: none). Within an architecture the most loaded
     current hosts are opened, and a task already on an open host of its preferred
     architecture stays there, so the plan moves as few tasks as the mix allows. The
     other tasks go, largest first, by best fit into open hosts of their preferred
@@ -248,7 +247,7 @@ def construct_repack(problem: PlacementProblem, hosts_per_arch: np.ndarray, task
     per capacity. ``keep_in_place=False`` re-places every movable task (better packing,
     more moves). A task's size is its share of the largest host per dimension, summed
     over dimensions (``largest_by="total"``) or the largest of them (``"peak"``).
-    ``prepaid``: the hosts opened first are paid for (:attr:`~packer.solvers.bounds.ArchMix.prepaid`), so a
+    With ``mix.prepaid`` the hosts opened first are paid for, so a
     task goes to the one its move raises the objective least, empty or not, instead of
     filling occupied hosts first, or to the cheapest closed host of its architecture where
     opening it raises the objective less (benchmarks/RESULTS.md, issue 11, fifteenth session). Every
@@ -263,13 +262,13 @@ def construct_repack(problem: PlacementProblem, hosts_per_arch: np.ndarray, task
     use = (load[:, list(p.frag_dims)] / np.maximum(p.capacity[:, list(p.frag_dims)], 1e-12)).sum(axis=1)
     open_mask = np.zeros(p.n_hosts, dtype=bool)
     open_mask[p.current[~p.movable]] = True
-    for a, n in enumerate(np.ceil(np.asarray(hosts_per_arch) - 1e-6).astype(int)):
+    for a, n in enumerate(np.ceil(mix.hosts - 1e-6).astype(int)):
         hosts = np.flatnonzero((p.host_arch == a) & ~open_mask)
         need = n - int(open_mask[p.host_arch == a].sum())
         if need > 0:
             open_mask[hosts[np.argsort(-use[hosts], kind="stable")[:need]]] = True
-    paid = open_mask.copy() if prepaid else None
-    preferred = np.full(p.n_tasks, -1) if task_arch is None else np.asarray(task_arch)
+    paid = open_mask.copy() if mix.prepaid else None
+    preferred = mix.task_arch
     keep = open_mask[p.current] & ((preferred < 0) | (preferred == p.host_arch[p.current]) | ~p.movable)
     if not keep_in_place:  # pure best fit decreasing: tasks left in place can spoil the packing order
         keep &= ~p.movable
@@ -655,12 +654,12 @@ def _further_starts(problem: PlacementProblem, starts: Sequence[np.ndarray], mix
     built = list(starts)
     if mixes:
         first, *further = mixes
-        in_place = [construct_repack(problem, first.hosts, first.task_arch, keep_in_place=True, prepaid=first.prepaid)]
+        in_place = [construct_repack(problem, first, keep_in_place=True)]
         clock.spend(STEP_WORK * int(problem.movable.sum()))  # a deterministic charge that does not depend on the construction
         for mix in further:
             if clock.expired():
                 break
-            in_place.append(construct_repack(problem, mix.hosts, mix.task_arch, True, clock, "total", mix.prepaid))
+            in_place.append(construct_repack(problem, mix, True, clock))
         built += in_place
         objectives = [np.inf if assign is None else _objective(problem, assign) for assign in in_place]
         lowest = mixes[int(np.argmin(objectives))]
@@ -668,8 +667,7 @@ def _further_starts(problem: PlacementProblem, starts: Sequence[np.ndarray], mix
         for keep_in_place, largest_by in variants:
             if clock.expired():
                 break
-            built.append(construct_repack(problem, lowest.hosts, lowest.task_arch, keep_in_place, clock, largest_by,
-                                          lowest.prepaid))
+            built.append(construct_repack(problem, lowest, keep_in_place, clock, largest_by))
     return [b for b in built if b is not None]
 
 
