@@ -265,206 +265,317 @@ def freeable_cost_bound(problem: PlacementProblem, budget: int | None = None, gr
     return CostBound(-solution.objective, "freeable", True, detail)
 
 
+class _Rows:
+    """An LP's rows appended family by family: the non-zeros as (row, column, coefficient) arrays and each row's bounds."""
+
+    def __init__(self) -> None:
+        self.rows: list[np.ndarray] = []
+        self.cols: list[np.ndarray] = []
+        self.vals: list[np.ndarray] = []
+        self.lb: list[float] = []
+        self.ub: list[float] = []
+
+    def add(self, row, col, val) -> None:
+        """Coefficients ``val`` at ``(row, col)``, ``row`` counted from the first row of the family not yet closed."""
+        self.rows.append(np.asarray(row) + len(self.lb))
+        self.cols.append(np.asarray(col))
+        self.vals.append(np.broadcast_to(np.asarray(val, dtype=float), np.shape(col)))
+
+    def close(self, upper, lower: float = -np.inf) -> None:
+        """Ends a family of ``len(upper)`` rows: ``lower ≤ row ≤ upper`` (an ``inf`` upper bound leaves a row free)."""
+        upper = np.asarray(upper, dtype=float)
+        self.lb += [lower] * len(upper)
+        self.ub += upper.tolist()
+
+    def matrix(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return np.concatenate(self.rows), np.concatenate(self.cols), np.concatenate(self.vals)
+
+
+@dataclass(frozen=True)
+class _ReceivingGroups:
+    """The occupied hosts of :func:`freeable_cost_bound`'s LP in G groups (module doc): per group, the room of its
+    hosts summed (``room``, (G, D) capacity units; ``x_room``, (G, J) units of the further limits) and the largest of
+    one host (``largest``), the largest rise of a limit per task leaving (``rise``), the soft load beyond capacity today
+    (``excess``, (G, S), summed) and the least price of a unit of it (``price``)."""
+
+    of: np.ndarray  #: (H,) each host's group, -1 for a host that holds no task
+    pool: np.ndarray
+    arch: np.ndarray
+    capacity: np.ndarray
+    room: np.ndarray
+    largest: np.ndarray
+    x_room: np.ndarray
+    rise: np.ndarray
+    excess: np.ndarray
+    price: np.ndarray
+
+
+def _receiving_groups(p: PlacementProblem, occupied: np.ndarray, group: np.ndarray, room: np.ndarray, x_room: np.ndarray,
+                      x_scale: np.ndarray, x_rise: np.ndarray, excess: np.ndarray, price: np.ndarray) -> _ReceivingGroups:
+    """Occupied hosts grouped by pool, architecture, capacity and the shape of their room (:data:`ROOM_LEVELS` per
+    dimension, further limits in units of ``x_scale``); with soft terms, apart where they are beyond a soft capacity
+    today (``excess`` > 0), so that the room of the others does not absorb their excess. Arrays per host (H, ·)."""
+    D = len(p.dims)
+    share = np.divide(room[occupied], p.capacity[occupied], out=np.ones((len(occupied), D)), where=p.capacity[occupied] > 0)
+    shape = np.minimum(np.floor(np.hstack([share, x_room[occupied] / x_scale]) * ROOM_LEVELS), ROOM_LEVELS)
+    keys, of = unique_rows(np.column_stack([group[occupied], p.host_arch[occupied], p.capacity[occupied], shape,
+                                            excess[occupied] > 0]))
+    G = len(keys)
+    host_group = np.full(p.n_hosts, -1)
+    host_group[occupied] = of
+
+    def combined(values: np.ndarray, combine: np.ufunc) -> np.ndarray:
+        out = np.zeros((G, values.shape[1]))
+        combine.at(out, of, values[occupied])
+        return out
+
+    g_excess, g_price = _by_group(excess[occupied], price[occupied], of, G, np.add)
+    return _ReceivingGroups(of=host_group, pool=keys[:, 0].astype(np.int64), arch=keys[:, 1].astype(np.int64),
+                            capacity=keys[:, 2:2 + D], room=combined(room, np.add), largest=combined(room, np.maximum),
+                            x_room=combined(x_room, np.add), rise=combined(x_rise, np.maximum), excess=g_excess, price=g_price)
+
+
+@dataclass(frozen=True)
+class _OpenableGroups:
+    """The empty hosts of :func:`freeable_cost_bound`'s LP in K groups of identical hosts: per group its pool,
+    architecture, ``capacity`` (with the tolerance), primary ``cost``, ``x_capacity`` (room under the further limits),
+    ``count`` of hosts, and its largest soft capacity and least price of a unit beyond it (``soft``, ``price``)."""
+
+    pool: np.ndarray
+    arch: np.ndarray
+    capacity: np.ndarray
+    cost: np.ndarray
+    x_capacity: np.ndarray
+    count: np.ndarray
+    soft: np.ndarray
+    price: np.ndarray
+
+
+def _openable_groups(p: PlacementProblem, empty: np.ndarray, group: np.ndarray, x_room: np.ndarray, soft: np.ndarray,
+                     price: np.ndarray) -> _OpenableGroups:
+    """Empty hosts grouped by pool, architecture, capacity, cost and room under the further limits (arrays per host)."""
+    D = len(p.dims)
+    keys, of = unique_rows(np.column_stack([group[empty], p.host_arch[empty], p.capacity[empty], p.primary_cost[empty],
+                                            x_room[empty]]))
+    K = len(keys)
+    k_soft, k_price = _by_group(soft[empty], price[empty], of, K, np.maximum)
+    return _OpenableGroups(pool=keys[:, 0].astype(np.int64), arch=keys[:, 1].astype(np.int64), capacity=keys[:, 2:2 + D] + TOLERANCE,
+                           cost=keys[:, 2 + D], x_capacity=keys[:, 3 + D:], count=np.bincount(of, minlength=K), soft=k_soft,
+                           price=k_price)
+
+
+@dataclass(frozen=True)
+class _TaskClasses:
+    """The movable tasks of :func:`freeable_cost_bound`'s LP in C classes (pool, eligibility, demand rounded down on
+    ``grid``, None where exact): each class's ``demand`` (C, D), load under the further limits ``x`` (C, J) and soft
+    load ``s`` (C, S), rounded with it, and the largest exact ones of a task in it (``largest``, ``x_largest``,
+    ``s_largest``: the most room a move of one of its tasks makes)."""
+
+    tasks: np.ndarray  #: the movable tasks
+    of: np.ndarray  #: each movable task's class
+    pool: np.ndarray
+    eligible: np.ndarray  #: (C, A)
+    demand: np.ndarray
+    x: np.ndarray
+    s: np.ndarray
+    largest: np.ndarray
+    x_largest: np.ndarray
+    s_largest: np.ndarray
+    grid: int | None
+
+    def may_go(self, pool: np.ndarray, arch: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+        """(C, n): where a class may go among n groups of hosts: its pool, an architecture it is eligible for, and it fits
+        one of their hosts empty (``capacity`` (n, D))."""
+        return ((self.pool[:, None] == pool[None, :]) & self.eligible[:, arch]
+                & (self.demand[:, None, :] <= capacity[None, :, :] + TOLERANCE).all(axis=2))
+
+
+def _task_classes(p: PlacementProblem, group: np.ndarray, x_demand: np.ndarray, s_demand: np.ndarray, scale: np.ndarray,
+                  max_classes: int) -> _TaskClasses:
+    """Movable tasks by pool (``group`` of their host), eligibility and demand, rounded down (a relaxation) so that at
+    most about ``max_classes`` remain; ``scale`` (H, D + J + S): the capacity each column is rounded against."""
+    D, A, J = len(p.dims), len(p.arch_names), x_demand.shape[1]
+    tasks = np.flatnonzero(p.movable)
+    signature = np.column_stack([group[p.current[tasks]], p.eligible[tasks]])
+    exact = np.hstack([p.demand[tasks], x_demand[tasks], s_demand[tasks]])
+    demand, grid = _rounded_demand(signature, exact, scale, max_classes)
+    keys, of = unique_rows(np.column_stack([signature, demand]))
+    largest = np.zeros((len(keys), exact.shape[1]))
+    np.maximum.at(largest, of, exact)
+    return _TaskClasses(tasks=tasks, of=of, pool=keys[:, 0].astype(np.int64), eligible=keys[:, 1:1 + A].astype(bool),
+                        demand=keys[:, 1 + A:1 + A + D], x=keys[:, 1 + A + D:1 + A + D + J], s=keys[:, 1 + A + D + J:],
+                        largest=largest[:, :D], x_largest=largest[:, D:D + J], s_largest=largest[:, D + J:], grid=grid)
+
+
 class _FreeableLP:
-    """The LP of :func:`freeable_cost_bound` (module doc) as arrays: columns in blocks, rows appended block by block.
+    """The LP of :func:`freeable_cost_bound` (module doc) as arrays: columns in blocks, rows in families.
 
     Columns: ``y`` per emptiable host (the share emptied), ``z`` per group of identical
     empty hosts (how many opened), and per task class c: ``F[c,g]`` / ``P[c,g]`` tasks
     placed on occupied receiving group g where c fits / does not fit g's largest room,
-    ``O[c,k]`` on opened group k, ``M[c,g]`` tasks moved off hosts of g that stay open.
+    ``O[c,k]`` on opened group k, ``M[c,g]`` tasks moved off hosts of g that stay open;
+    ``e`` the soft load beyond capacity per (receiving group, soft column), then per
+    (opened group, soft column). ``pairs`` holds the (class, group) of each column of F, P, O and M.
     """
 
     def __init__(self, problem: PlacementProblem, emptiable: np.ndarray, counts: np.ndarray, group: np.ndarray, budget: int | None,
                  soft: bool = False) -> None:
-        p = problem
-        D, A = len(p.dims), len(p.arch_names)
+        p = self.problem = problem
+        self.emptiable = emptiable
         loads = host_loads(p, p.current)
         # A host over capacity today may receive once what leaves it brings it within capacity (packer.rules.capacity):
         # its room in a dimension it is over is none, in the others what is left. Capacity holds to within TOLERANCE.
-        room = np.clip(p.capacity - loads, 0, None) + TOLERANCE
+        self.room = np.clip(p.capacity - loads, 0, None) + TOLERANCE
         occupied, empty = np.flatnonzero(counts > 0), np.flatnonzero(counts == 0)
-        # Loads the rules cap besides capacity (e.g. the RP guard's): room in further columns, rows of their own below.
-        x_demand, x_room, x_rise = _room_beyond_capacity(p)
-        J = self.n_limits = x_demand.shape[1]
-        x_scale = _column_scale(x_room[occupied])
-        # Soft capacities (the interference term), priced beyond: rows of their own below, per group that may receive or open.
+        # Loads the rules cap besides capacity (e.g. the RP guard's): room in further columns, rows of their own.
+        self.x_demand, self.x_room, x_rise = _room_beyond_capacity(p)
+        x_scale = _column_scale(self.x_room[occupied])
+        # Soft capacities (the interference term), priced beyond: rows of their own, per group that may receive or open.
         s_demand, s_cap, s_price = _soft_capacities(p, p.goals if soft else ())
-        S = s_demand.shape[1]
-        s_scale = _column_scale(s_cap)
-        s_load = np.zeros((p.n_hosts, S))
+        s_load = np.zeros((p.n_hosts, s_demand.shape[1]))
         np.add.at(s_load, p.current, s_demand)
         with np.errstate(invalid="ignore"):
-            h_excess = s_load - s_cap  # soft load beyond capacity today (below: negative); -inf where a host has no term
-        # Receiving groups: occupied hosts by pool, architecture, capacity and the shape of their room; with soft terms, apart
-        # where they are beyond a soft capacity today, so that the room of the others does not absorb their excess.
-        share = np.divide(room[occupied], p.capacity[occupied], out=np.ones((len(occupied), D)), where=p.capacity[occupied] > 0)
-        shape = np.minimum(np.floor(np.hstack([share, x_room[occupied] / x_scale]) * ROOM_LEVELS), ROOM_LEVELS)
-        receiving, g_of = unique_rows(np.column_stack([group[occupied], p.host_arch[occupied], p.capacity[occupied], shape,
-                                                       h_excess[occupied] > 0]))
-        G = self.n_receiving = len(receiving)
-        host_group = np.full(p.n_hosts, -1)
-        host_group[occupied] = g_of
-        g_room = np.zeros((G, D))
-        np.add.at(g_room, g_of, room[occupied])
-        g_largest = np.zeros((G, D))
-        np.maximum.at(g_largest, g_of, room[occupied])
-        openable, k_of = unique_rows(np.column_stack([group[empty], p.host_arch[empty], p.capacity[empty], p.primary_cost[empty],
-                                                      x_room[empty]]))
-        k_count = np.bincount(k_of, minlength=len(openable))
-        K = len(openable)
-        k_cap, k_cost, k_xcap = openable[:, 2:2 + D] + TOLERANCE, openable[:, 2 + D], openable[:, 3 + D:]
-        # Task classes: movable tasks by pool, eligibility and demand rounded down (a relaxation) so that the pairs stay few.
-        movable = np.flatnonzero(p.movable)
-        signature = np.column_stack([group[p.current[movable]], p.eligible[movable]])
-        exact = np.hstack([p.demand[movable], x_demand[movable], s_demand[movable]])
-        demand, self.grid = _rounded_demand(signature, exact, np.hstack([p.capacity, np.broadcast_to(x_scale, (p.n_hosts, J)),
-                                                                          np.broadcast_to(s_scale, (p.n_hosts, S))]),
-                                            max(1, MAX_FREEABLE_PAIRS // max(G + K, 1)))
-        classes, c_of = unique_rows(np.column_stack([signature, demand]))
-        C = self.n_classes = len(classes)
-        c_group, c_eligible = classes[:, 0].astype(np.int64), classes[:, 1:1 + A].astype(bool)
-        c_demand, c_x, c_s = classes[:, 1 + A:1 + A + D], classes[:, 1 + A + D:1 + A + D + J], classes[:, 1 + A + D + J:]
-        c_largest = np.zeros((C, D + J + S))  # the largest exact demand in a class: the most room a move of one of its tasks makes
-        np.maximum.at(c_largest, c_of, exact)
-        c_largest, c_xlargest, c_slargest = c_largest[:, :D], c_largest[:, D:D + J], c_largest[:, D + J:]
+            self.excess = s_load - s_cap  # soft load beyond capacity today (below: negative); -inf where a host has no term
+        self.receiving = _receiving_groups(p, occupied, group, self.room, self.x_room, x_scale, x_rise, self.excess, s_price)
+        self.openable = _openable_groups(p, empty, group, self.x_room, s_cap, s_price)
+        G, K, S = len(self.receiving.pool), len(self.openable.pool), s_demand.shape[1]
+        scale = np.hstack([p.capacity, np.broadcast_to(x_scale, self.x_room.shape), np.broadcast_to(_column_scale(s_cap), s_cap.shape)])
+        self.classes = _task_classes(p, group, self.x_demand, s_demand, scale, max(1, MAX_FREEABLE_PAIRS // max(G + K, 1)))
+        self.n_classes, self.n_receiving, self.grid = len(self.classes.pool), G, self.classes.grid
 
-        def allowed(g_pool, g_arch, g_cap):  # (C, groups): class may go there (its pool, an eligible architecture, it fits empty)
-            return ((c_group[:, None] == g_pool[None, :]) & c_eligible[:, g_arch.astype(np.int64)]
-                    & (c_demand[:, None, :] <= g_cap[None, :, :] + TOLERANCE).all(axis=2))
-
-        to_receiving = allowed(receiving[:, 0], receiving[:, 1], receiving[:, 2:2 + D])
-        fits_room = (c_demand[:, None, :] <= g_largest[None, :, :]).all(axis=2)
-        f_c, f_g = np.nonzero(to_receiving & fits_room)
-        p_c, p_g = np.nonzero(to_receiving & ~fits_room)
-        o_c, o_k = np.nonzero(allowed(openable[:, 0], openable[:, 1], openable[:, 2:2 + D]))
-        present = np.zeros((C, G))
-        np.add.at(present, (c_of, host_group[p.current[movable]]), 1)
-        m_c, m_g = np.nonzero(present)
-        E = len(emptiable)
-        # e: soft load beyond capacity per (receiving group, column), then per (opened group, column).
-        self.blocks = {name: n for name, n in zip("yzFPOMe", (E, K, len(f_c), len(p_c), len(o_c), len(m_c), (G + K) * S))}
-        y, z, F, P, O, M, e = self._columns()
-        g_excess, g_price = _by_group(h_excess[occupied], s_price[occupied], g_of, G, np.add)
-        k_capacity, k_price = _by_group(s_cap[empty], s_price[empty], k_of, K, np.maximum)
+        classes, receiving, openable = self.classes, self.receiving, self.openable
+        to_receiving = classes.may_go(receiving.pool, receiving.arch, receiving.capacity)
+        fits_room = (classes.demand[:, None, :] <= receiving.largest[None, :, :]).all(axis=2)
+        present = np.zeros((self.n_classes, G))
+        np.add.at(present, (classes.of, receiving.of[p.current[classes.tasks]]), 1)
+        self.pairs = {"F": np.nonzero(to_receiving & fits_room), "P": np.nonzero(to_receiving & ~fits_room),
+                      "O": np.nonzero(classes.may_go(openable.pool, openable.arch, openable.capacity)), "M": np.nonzero(present)}
+        self.blocks = {"y": len(emptiable), "z": K, **{name: len(c) for name, (c, _) in self.pairs.items()}, "e": (G + K) * S}
+        y, z, _, _, _, M, e = self._columns()
         self.cost = np.zeros(sum(self.blocks.values()))
         self.cost[y] = -p.primary_cost[emptiable]
-        self.cost[z] = k_cost
-        self.cost[e] = np.concatenate([g_price.ravel(), k_price.ravel()])
+        self.cost[z] = openable.cost
+        self.cost[e] = np.concatenate([receiving.price.ravel(), openable.price.ravel()])
         self.var_ub = np.full(len(self.cost), np.inf)
         self.var_ub[y] = 1.0
-        self.var_ub[z] = k_count
-        self.var_ub[M] = present[m_c, m_g]
-        self._rows, self._cols, self._vals, lb, ub = [], [], [], [], []
+        self.var_ub[z] = openable.count
+        self.var_ub[M] = present[self.pairs["M"]]
 
-        def add(row, col, val):
-            self._rows.append(np.asarray(row) + len(lb))
-            self._cols.append(np.asarray(col))
-            self._vals.append(np.broadcast_to(np.asarray(val, dtype=float), np.shape(col)))
-
-        # Each class: what arrives = what leaves (the emptied hosts' tasks and the tasks moved off open hosts).
-        on_emptiable = np.full(p.n_hosts, -1)
-        on_emptiable[emptiable] = np.arange(E)
-        host_of = on_emptiable[p.current[movable]]
-        here = host_of >= 0
-        pair, leaving = np.unique(c_of[here].astype(np.int64) * E + host_of[here], return_counts=True)
-        lc, lh = np.divmod(pair, E)
-        for c, cols, sign in ((f_c, F, 1), (p_c, P, 1), (o_c, O, 1), (m_c, M, -1)):
-            add(c, cols, sign)
-        add(lc, y[lh], -leaving)
-        lb += [0.0] * C
-        ub += [0.0] * C
-        e_group = host_group[emptiable]
-        for d in range(D):
-            # A receiving group's room: its hosts that stay open, and what moves off them.
-            add(f_g, F, c_demand[f_c, d])
-            add(p_g, P, c_demand[p_c, d])
-            add(e_group, y, room[emptiable, d])
-            add(m_g, M, -c_largest[m_c, d])
-            lb += [-np.inf] * G
-            ub += g_room[:, d].tolist()
-        g_xroom = np.zeros((G, J))
-        np.add.at(g_xroom, g_of, x_room[occupied])
-        g_rise = np.zeros((G, J))
-        np.maximum.at(g_rise, g_of, x_rise[occupied])
-        # A group's limit rises at most by its hosts' largest rise per task leaving, charged on every move off the group. A rise
-        # above all the load that may arrive (or unknown: inf) is capped there: one move then frees the row, as it may.
-        g_rise = np.minimum(g_rise, x_demand[movable].sum(axis=0))
-        for j in range(J):
-            add(f_g, F, c_x[f_c, j])
-            add(p_g, P, c_x[p_c, j])
-            add(e_group, y, np.where(np.isfinite(x_room[emptiable, j]), x_room[emptiable, j], 0.0))
-            add(m_g, M, -(c_xlargest[m_c, j] + g_rise[m_g, j]))
-            lb += [-np.inf] * G
-            ub += g_xroom[:, j].tolist()  # inf where a host has no limit: no row
-        for d in range(D):
-            # A task that does not fit the largest room of its group lands on a host that a move made room on: at most one such
-            # host per move off the group, each with at most the group's largest room.
-            add(p_g, P, c_demand[p_c, d])
-            add(m_g, M, -(c_largest[m_c, d] + g_largest[m_g, d]))
-            lb += [-np.inf] * G
-            ub += [0.0] * G
-        e_g, e_k = e[:G * S].reshape(G, S), e[G * S:].reshape(K, S)
-        for j in range(S):
-            # Soft load on a receiving group beyond its hosts' capacity, bought at the group's least price: what arrives, plus its
-            # hosts' soft load beyond capacity today (negative where below), less that of the hosts emptied and the most a move
-            # off takes.
-            add(f_g, F, c_s[f_c, j])
-            add(p_g, P, c_s[p_c, j])
-            add(e_group, y, -np.where(np.isfinite(g_excess[e_group, j]), h_excess[emptiable, j], 0.0))
-            add(m_g, M, -c_slargest[m_c, j])
-            add(np.arange(G), e_g[:, j], -1.0)
-            lb += [-np.inf] * G
-            ub += np.where(np.isfinite(g_excess[:, j]), -g_excess[:, j], np.inf).tolist()  # inf where a host has no term: no row
-        for d in range(D):
-            add(o_k, O, c_demand[o_c, d])
-            add(np.arange(K), z, -k_cap[:, d])
-            lb += [-np.inf] * K
-            ub += [0.0] * K
-        for j in range(S):
-            bounded = np.isfinite(k_capacity[:, j])
-            add(o_k, O, c_s[o_c, j])
-            add(np.arange(K), z, -np.where(bounded, k_capacity[:, j], 0.0))
-            add(np.arange(K), e_k[:, j], -1.0)
-            lb += [-np.inf] * K
-            ub += np.where(bounded, 0.0, np.inf).tolist()
-        for j in range(J):
-            limited = np.isfinite(k_xcap[:, j])
-            add(o_k, O, c_x[o_c, j])
-            add(np.arange(K), z, np.where(limited, -k_xcap[:, j], 0.0))
-            lb += [-np.inf] * K
-            ub += np.where(limited, 0.0, np.inf).tolist()
+        rows = self._rows = _Rows()
+        self._add_flow_rows(rows)
+        self._add_receiving_rows(rows)
+        self._add_opened_rows(rows)
         pools = int(group.max(initial=0)) + 1
-        pool_room = np.zeros((pools, D))
-        np.add.at(pool_room, group[occupied], room[occupied])
-        for d in range(D):
+        pool_room = np.zeros((pools, len(p.dims)))
+        np.add.at(pool_room, group[occupied], self.room[occupied])
+        for d in range(len(p.dims)):
             # Per pool, exact demands: what leaves the emptied hosts fits the room of occupied hosts and of the empty ones opened.
-            add(group[emptiable], y, loads[emptiable, d] + room[emptiable, d])
-            add(openable[:, 0].astype(np.int64), z, -k_cap[:, d])
-            lb += [-np.inf] * pools
-            ub += pool_room[:, d].tolist()
+            rows.add(group[emptiable], y, loads[emptiable, d] + self.room[emptiable, d])
+            rows.add(openable.pool, z, -openable.capacity[:, d])
+            rows.close(pool_room[:, d])
         if budget is not None:
-            add(np.zeros(E, dtype=np.int64), y, counts[emptiable])
-            add(np.zeros(len(M), dtype=np.int64), M, 1.0)
-            lb.append(-np.inf)
-            ub.append(float(budget))
-        self.row_lb, self.row_ub = np.array(lb), np.array(ub)
-        self._host_pool, self._moves, self._cost = group[emptiable], counts[emptiable].astype(float), p.primary_cost[emptiable]
-        self._k_pool, self._k_cost, self._m_pool = openable[:, 0].astype(np.int64), k_cost, receiving[m_g, 0].astype(np.int64)
+            rows.add(np.zeros(len(y), dtype=np.int64), y, counts[emptiable])
+            rows.add(np.zeros(len(M), dtype=np.int64), M, 1.0)
+            rows.close([float(budget)])
+        self.row_lb, self.row_ub = np.array(rows.lb), np.array(rows.ub)
+        self._host_pool, self._moves = group[emptiable], counts[emptiable].astype(float)
 
     def _columns(self) -> list[np.ndarray]:
         edges = np.cumsum([0, *self.blocks.values()])
         return [np.arange(a, b) for a, b in zip(edges[:-1], edges[1:])]
 
+    def _add_flow_rows(self, rows: _Rows) -> None:
+        """Per class: what arrives = what leaves (the emptied hosts' tasks and the tasks moved off open hosts)."""
+        y, _, F, P, O, M, _ = self._columns()
+        tasks, of = self.classes.tasks, self.classes.of
+        E = len(self.emptiable)
+        on_emptiable = np.full(self.problem.n_hosts, -1)
+        on_emptiable[self.emptiable] = np.arange(E)
+        host_of = on_emptiable[self.problem.current[tasks]]
+        here = host_of >= 0
+        pair, leaving = np.unique(of[here].astype(np.int64) * E + host_of[here], return_counts=True)
+        lc, lh = np.divmod(pair, E)
+        for name, cols, sign in (("F", F, 1), ("P", P, 1), ("O", O, 1), ("M", M, -1)):
+            rows.add(self.pairs[name][0], cols, sign)
+        rows.add(lc, y[lh], -leaving)
+        rows.close(np.zeros(self.n_classes), lower=0.0)
+
+    def _add_receiving_rows(self, rows: _Rows) -> None:
+        """Per receiving group: its room per dimension and under each further limit, room for the tasks that fit no host's
+        room as it is today, and its soft load beyond capacity."""
+        y, _, F, P, _, M, e = self._columns()
+        c, g, emptiable = self.classes, self.receiving, self.emptiable
+        (f_c, f_g), (p_c, p_g), (m_c, m_g) = self.pairs["F"], self.pairs["P"], self.pairs["M"]
+        e_group = g.of[emptiable]
+        for d in range(c.demand.shape[1]):
+            # A receiving group's room: its hosts that stay open, and what moves off them.
+            rows.add(f_g, F, c.demand[f_c, d])
+            rows.add(p_g, P, c.demand[p_c, d])
+            rows.add(e_group, y, self.room[emptiable, d])
+            rows.add(m_g, M, -c.largest[m_c, d])
+            rows.close(g.room[:, d])
+        # A group's limit rises at most by its hosts' largest rise per task leaving, charged on every move off the group. A rise
+        # above all the load that may arrive (or unknown: inf) is capped there: one move then frees the row, as it may.
+        rise = np.minimum(g.rise, self.x_demand[c.tasks].sum(axis=0))
+        for j in range(c.x.shape[1]):
+            rows.add(f_g, F, c.x[f_c, j])
+            rows.add(p_g, P, c.x[p_c, j])
+            rows.add(e_group, y, np.where(np.isfinite(self.x_room[emptiable, j]), self.x_room[emptiable, j], 0.0))
+            rows.add(m_g, M, -(c.x_largest[m_c, j] + rise[m_g, j]))
+            rows.close(g.x_room[:, j])  # inf where a host has no limit: no row
+        for d in range(c.demand.shape[1]):
+            # A task that does not fit the largest room of its group lands on a host that a move made room on: at most one such
+            # host per move off the group, each with at most the group's largest room.
+            rows.add(p_g, P, c.demand[p_c, d])
+            rows.add(m_g, M, -(c.largest[m_c, d] + g.largest[m_g, d]))
+            rows.close(np.zeros(len(g.pool)))
+        S = c.s.shape[1]
+        e_g = e[:len(g.pool) * S].reshape(len(g.pool), S)
+        for j in range(c.s.shape[1]):
+            # Soft load on a receiving group beyond its hosts' capacity, bought at the group's least price: what arrives, plus its
+            # hosts' soft load beyond capacity today (negative where below), less that of the hosts emptied and the most a move
+            # off takes.
+            rows.add(f_g, F, c.s[f_c, j])
+            rows.add(p_g, P, c.s[p_c, j])
+            rows.add(e_group, y, -np.where(np.isfinite(g.excess[e_group, j]), self.excess[emptiable, j], 0.0))
+            rows.add(m_g, M, -c.s_largest[m_c, j])
+            rows.add(np.arange(len(g.pool)), e_g[:, j], -1.0)
+            rows.close(np.where(np.isfinite(g.excess[:, j]), -g.excess[:, j], np.inf))  # inf where a host has no term: no row
+
+    def _add_opened_rows(self, rows: _Rows) -> None:
+        """Per openable group: what lands there fits the hosts opened, per dimension and further limit, and its soft load
+        beyond their soft capacity."""
+        _, z, _, _, O, _, e = self._columns()
+        c, k = self.classes, self.openable
+        o_c, o_k = self.pairs["O"]
+        K, S = len(k.pool), c.s.shape[1]
+        e_k = e[len(e) - K * S:].reshape(K, S)
+        for d in range(c.demand.shape[1]):
+            rows.add(o_k, O, c.demand[o_c, d])
+            rows.add(np.arange(K), z, -k.capacity[:, d])
+            rows.close(np.zeros(K))
+        for j in range(c.s.shape[1]):
+            bounded = np.isfinite(k.soft[:, j])
+            rows.add(o_k, O, c.s[o_c, j])
+            rows.add(np.arange(K), z, -np.where(bounded, k.soft[:, j], 0.0))
+            rows.add(np.arange(K), e_k[:, j], -1.0)
+            rows.close(np.where(bounded, 0.0, np.inf))
+        for j in range(c.x.shape[1]):
+            limited = np.isfinite(k.x_capacity[:, j])
+            rows.add(o_k, O, c.x[o_c, j])
+            rows.add(np.arange(K), z, np.where(limited, -k.x_capacity[:, j], 0.0))
+            rows.close(np.where(limited, 0.0, np.inf))
+
     def matrix(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return np.concatenate(self._rows), np.concatenate(self._cols), np.concatenate(self._vals)
+        return self._rows.matrix()
 
     def by_group(self, x: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
         """Moves and primary cost freed per pool in the LP solution ``x``."""
         y, z, _, _, _, M, _ = self._columns()
         moves = (np.bincount(self._host_pool, weights=self._moves * x[y], minlength=n_groups)
-                 + np.bincount(self._m_pool, weights=x[M], minlength=n_groups))
-        freed = (np.bincount(self._host_pool, weights=self._cost * x[y], minlength=n_groups)
-                 - np.bincount(self._k_pool, weights=self._k_cost * x[z], minlength=n_groups))
+                 + np.bincount(self.receiving.pool[self.pairs["M"][1]], weights=x[M], minlength=n_groups))
+        freed = (np.bincount(self._host_pool, weights=self.problem.primary_cost[self.emptiable] * x[y], minlength=n_groups)
+                 - np.bincount(self.openable.pool, weights=self.openable.cost * x[z], minlength=n_groups))
         return moves, freed
 
 
