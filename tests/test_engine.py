@@ -425,6 +425,27 @@ def test_the_new_risk_guard_frees_hosts_whose_tasks_are_already_at_risk():
     assert tasks_at_risk(problem, result.assign) <= 2 and violations(problem, result.assign) == []
 
 
+def _four_sensitive_tasks_on_one_host(max_moves):
+    """Host 0 holds four tasks of sensitivity 0.5 each (2.0 of a limit of 1: excess 1.0); host 1 is empty; weight 1.5."""
+    return small_problem([2.0] * 4, [10.0, 10.0], [1.0, 1.0], [0, 0, 0, 0], sens=[[0.5]] * 4, sens_capacity=[[1.0], [1.0]],
+                         max_moves=max_moves, weights=GoalWeights(fragmentation=0.0, sensitivity=1.5))
+
+
+def test_relief_opens_a_host_for_a_batch_where_no_single_move_pays_for_it():
+    # One task to host 1 removes 0.5 of excess (0.75) for 1.0 of cost; two remove all of it (1.5) for the same cost.
+    problem = _four_sensitive_tasks_on_one_host(max_moves=2)
+    result = solve_engine(problem, FAST)
+    assert violations(problem, result.assign) == []
+    assert np.bincount(result.assign, minlength=2).tolist() == [2, 2]
+    before = evaluate(problem, problem.current).objective
+    assert before - result.objective == pytest.approx(1.5 - 1.0 - 2 * problem.weight(FewerMoves))
+    # With one move the batch cannot be built, and a single move does not pay: nothing moves.
+    single = _four_sensitive_tasks_on_one_host(max_moves=1)
+    assert (solve_engine(single, FAST).assign == single.current).all()
+    state = PlacementState(single, single.current)
+    assert engine._relieve_by_opening(state, 1, SearchClock(5.0), lambda: None) == (0.0, False)
+
+
 def _relief_or_emptying(weight: float):
     """Two hosts to empty with one move each (1 cost unit apiece), a host over its sensitivity limit by 1.5 that one
     move relieves, a host over by 0.3, and a large host to receive; at most 2 moves."""
