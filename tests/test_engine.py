@@ -425,6 +425,14 @@ def test_the_new_risk_guard_frees_hosts_whose_tasks_are_already_at_risk():
     assert tasks_at_risk(problem, result.assign) <= 2 and violations(problem, result.assign) == []
 
 
+@settings(max_examples=200, deadline=None)
+@given(keys=st.integers(1, 4).flatmap(lambda k: st.integers(1, 12).flatmap(lambda n: st.lists(
+    st.lists(st.sampled_from([0.0, 1.0, 2.0, -np.inf, np.inf, np.nan]), min_size=n, max_size=n), min_size=k, max_size=k))))
+def test_the_lexicographic_argmin_is_the_first_of_lexsort(keys):
+    keys = [np.array(key) for key in keys]
+    assert engine._lexicographic_argmin(keys) == int(np.lexsort(keys)[0])
+
+
 def _four_sensitive_tasks_on_one_host(max_moves):
     """Host 0 holds four tasks of sensitivity 0.5 each (2.0 of a limit of 1: excess 1.0); host 1 is empty; weight 1.5."""
     return small_problem([2.0] * 4, [10.0, 10.0], [1.0, 1.0], [0, 0, 0, 0], sens=[[0.5]] * 4, sens_capacity=[[1.0], [1.0]],

@@ -122,8 +122,23 @@ def best_host(state: PlacementState, t: int, allowed: np.ndarray, prepaid: np.nd
     slack = leftover_score(room)
     preference = state.preference(t, hosts)
     keys = (tie, slack, np.round(delta - tie, 12)) + (() if preference is None else (preference,))
-    k = int(np.lexsort(keys)[0])
+    k = _lexicographic_argmin(keys)
     return int(hosts[k]), float(delta[k])
+
+
+def _lexicographic_argmin(keys: Sequence[np.ndarray]) -> int:
+    """``np.lexsort(keys)[0]`` (the last key first; ties to the lowest index) by narrowing on each key's minimum: linear
+    where a sort is not, and this runs once per task placed, over thousands of hosts (a construction at 37,000 tasks
+    spent half its time sorting)."""
+    if any(np.isnan(key).any() for key in keys):  # a sort puts NaN last; a minimum would not
+        return int(np.lexsort(keys)[0])
+    index = np.arange(len(keys[0]))
+    for key in reversed(keys):
+        values = key[index]
+        index = index[values == values.min()]
+        if len(index) == 1:
+            break
+    return int(index[0])
 
 
 @dataclass
