@@ -410,7 +410,7 @@ CLOCK_EVERY = 256
 
 
 def _relieve_interference(state: PlacementState, budget: float, config: EngineConfig, clock: SearchClock, report) -> bool:
-    """Single-task moves off hosts over their sensitivity limit, while each lowers the objective.
+    """Single-task moves off hosts over their sensitivity limit, while each lowers the objective, then batches onto empty hosts.
 
     Emptying hosts piles their tasks onto others; with a sensitivity weight that
     makes Eq. 4's interference worth more than the cost a host saves, the budget is
@@ -418,7 +418,8 @@ def _relieve_interference(state: PlacementState, budget: float, config: EngineCo
     they add the least, or to an empty host when the relief pays for opening it.
     Tasks are tried in order of the excess their departure removes; a move is kept
     when it lowers the objective (hosts closed and opened, excess, moves: every goal)
-    and the rules on the whole placement still hold. Returns True if the clock ran out first.
+    and the rules on the whole placement still hold. Each pass ends with the batches of
+    :func:`_relieve_by_opening`, for the hosts no single move pays for. Returns True if the clock ran out first.
     """
     p = state.p
     for sweep in range(config.passes):
