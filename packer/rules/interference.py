@@ -31,8 +31,10 @@ class Interference(Goal):
         if not p.sens_dims or self.weight == 0 or not p.sens_demand[t].any():
             return np.zeros(len(hosts))
         inv = state.inv_sens_cap
-        before = np.clip(state.sens[hosts] * inv[hosts] - 1.0, 0.0, None).sum(axis=1)
-        after = np.clip((state.sens[hosts] + p.sens_demand[t]) * inv[hosts] - 1.0, 0.0, None).sum(axis=1)
+        # Gathered once: this runs for every candidate host of every task a construction places.
+        sens, inv_hosts = state.sens.take(hosts, axis=0), inv.take(hosts, axis=0)
+        before = np.clip(sens * inv_hosts - 1.0, 0.0, None).sum(axis=1)
+        after = np.clip((sens + p.sens_demand[t]) * inv_hosts - 1.0, 0.0, None).sum(axis=1)
         out = after - before
         frm = int(state.assign[t])
         if frm >= 0:
