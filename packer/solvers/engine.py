@@ -424,10 +424,7 @@ def _relieve_interference(state: PlacementState, budget: float, config: EngineCo
     p = state.p
     for sweep in range(config.passes):
         gained, misses = 0.0, 0
-        norm = state.sens * state.inv_sens_cap
-        own = p.sens_demand * state.inv_sens_cap[state.assign]
-        here = norm[state.assign]
-        relief = (np.clip(here - 1.0, 0.0, None) - np.clip(here - own - 1.0, 0.0, None)).sum(axis=1)
+        relief = _relief(state, np.arange(p.n_tasks))
         order = np.flatnonzero((relief > 1e-12) & p.movable & ((state.assign != p.current) | (state.moves < budget)))
         order = order[np.argsort(-relief[order], kind="stable")]
         for k, t in enumerate(order.tolist()):
@@ -470,6 +467,14 @@ def _relieve_interference(state: PlacementState, budget: float, config: EngineCo
     return False
 
 
+def _relief(state: PlacementState, tasks: np.ndarray) -> np.ndarray:
+    """(n,) the normalized sensitivity excess each of ``tasks`` removes from its host by leaving it, summed over dimensions."""
+    h = state.assign[tasks]
+    here = state.sens[h] * state.inv_sens_cap[h]
+    own = state.p.sens_demand[tasks] * state.inv_sens_cap[h]
+    return (np.clip(here - 1.0, 0.0, None) - np.clip(here - own - 1.0, 0.0, None)).sum(axis=1)
+
+
 #: Candidates (largest relief first) :func:`_relieve_by_opening` considers for one host's batch.
 FILL_CANDIDATES = 2000
 
@@ -496,8 +501,7 @@ def _relieve_by_opening(state: PlacementState, budget: float, clock: SearchClock
     while state.moves < budget:
         over = np.clip(state.sens * inv - 1.0, 0.0, None)  # (H, K) normalized excess per host
         tasks = np.flatnonzero(p.movable & (over.sum(axis=1) > 1e-12)[state.assign])
-        relief = np.minimum(p.sens_demand[tasks] * inv[state.assign[tasks]], over[state.assign[tasks]]).sum(axis=1)
-        tasks = tasks[np.argsort(-relief, kind="stable")]
+        tasks = tasks[np.argsort(-_relief(state, tasks), kind="stable")]
         empty = np.flatnonzero(state.receiver & (state.count == 0))
         best = (0.0, -1, [])
         for arch in sorted(set(p.host_arch[empty].tolist()) - failed):
