@@ -19,7 +19,7 @@ from packer.rules.interference import Interference
 from packer.rules.moves import FewerMoves
 from packer.solvers import solve_cpsat, solve_milp
 from packer.solvers.baselines import BASELINES, run_baseline
-from packer.solvers import bounds, engine
+from packer.solvers import bounds, engine, exchange
 from packer.solvers.bounds import ArchMix, freeable_cost_bound, repack_cost_bound
 from packer.model.state import PlacementState
 from packer.solvers.clock import SearchClock
@@ -452,6 +452,56 @@ def test_relief_opens_a_host_for_a_batch_where_no_single_move_pays_for_it():
     assert (solve_engine(single, FAST).assign == single.current).all()
     state = PlacementState(single, single.current)
     assert engine._relieve_by_opening(state, 1, SearchClock(5.0), lambda: None) == (0.0, False)
+
+
+def _two_full_hosts(max_moves, job=None):
+    """Two full hosts (two tasks of 5 on 10 each): host 0's tasks have sensitivity 0.6 (excess 0.2 over a limit of 1),
+    host 1's 0.1; weight 1. No task fits anywhere else; exchanging one of each clears the excess."""
+    return small_problem([5.0] * 4, [10.0, 10.0], [1.0, 1.0], [0, 0, 1, 1], sens=[[0.6], [0.6], [0.1], [0.1]],
+                         sens_capacity=[[1.0], [1.0]], max_moves=max_moves, job=job, spread_host=None if job is None else 1,
+                         weights=GoalWeights(fragmentation=0.0, sensitivity=1.0))
+
+
+def test_relief_exchanges_two_tasks_where_no_host_has_room_for_one_more():
+    problem = _two_full_hosts(max_moves=2)
+    result = solve_engine(problem, FAST)
+    assert violations(problem, result.assign) == []
+    assert sorted(result.assign[:2].tolist()) == [0, 1] and sorted(result.assign[2:].tolist()) == [0, 1]
+    before = evaluate(problem, problem.current).objective
+    assert before - result.objective == pytest.approx(0.2 - 2 * problem.weight(FewerMoves))
+    # An exchange is two moves: with one, nothing moves.
+    single = _two_full_hosts(max_moves=1)
+    assert (solve_engine(single, FAST).assign == single.current).all()
+    state = PlacementState(single, single.current)
+    assert exchange.relieve_by_exchange(state, 1, SearchClock(5.0), lambda: None) == (0.0, False)
+
+
+def test_an_exchange_keeps_every_rule():
+    # Only tasks 0 and 2 may move. Exchanged, they clear the excess; with task 2 in task 1's job and at most one task
+    # of a job per host, the exchange breaks the rule: nothing moves.
+    movable = np.array([True, False, True, False])
+    free = dataclasses.replace(_two_full_hosts(max_moves=2), movable=movable)
+    assert solve_engine(free, FAST).assign.tolist() == [1, 0, 0, 1]
+    spread = dataclasses.replace(_two_full_hosts(max_moves=2, job=[0, 1, 1, 2]), movable=movable)
+    assert (solve_engine(spread, FAST).assign == spread.current).all()
+    state = PlacementState(spread, spread.current)
+    assert exchange.relieve_by_exchange(state, 2, SearchClock(5.0), lambda: None) == (0.0, False)
+    assert (state.assign == spread.current).all()
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), n_tasks=st.integers(2, 30), n_hosts=st.integers(2, 8), spread=st.booleans(),
+       min_rp=st.none() | st.floats(-0.5, 0.8), pairs=st.lists(st.sampled_from(SERVICE_PAIRS), max_size=2, unique=True),
+       budget=st.sampled_from([0, 1, 2, 5, np.inf]), weight=st.floats(0.5, 20.0))
+def test_exchanges_keep_every_rule_and_gain_what_they_claim(seed, n_tasks, n_hosts, spread, min_rp, pairs, budget, weight):
+    problem = random_problem(seed, n_tasks, n_hosts, spread=spread, sens=True, min_rp=min_rp,
+                             max_moves=None if budget == np.inf else budget, weights=GoalWeights(sensitivity=weight))
+    problem = with_anti_affinity(problem, seed, pairs) if pairs else problem
+    state = PlacementState(problem, problem.current)
+    gain, timed_out = exchange.relieve_by_exchange(state, budget, SearchClock(5.0), lambda: None)
+    assert violations(problem, state.assign) == [] and not timed_out
+    assert gain >= 0 and int((state.assign != problem.current).sum()) <= budget
+    assert evaluate(problem, problem.current).objective - evaluate(problem, state.assign).objective == pytest.approx(gain, abs=1e-9)
 
 
 def _relief_or_emptying(weight: float):

@@ -132,6 +132,13 @@ class PlacementState:
             return np.zeros(self.p.n_hosts)[rows]
         return np.clip(self.sens[rows] * self.inv_sens_cap[rows] - 1.0, 0.0, None).sum(axis=-1)
 
+    def relief(self, tasks: np.ndarray) -> np.ndarray:
+        """(n,) the summed sensitivity excess over 1 (unweighted, as :meth:`excess`) each of ``tasks`` removes from its host by leaving it."""
+        h = self.assign[tasks]
+        here = self.sens[h] * self.inv_sens_cap[h]
+        own = self.p.sens_demand[tasks] * self.inv_sens_cap[h]
+        return (np.clip(here - 1.0, 0.0, None) - np.clip(here - own - 1.0, 0.0, None)).sum(axis=1)
+
     def room_share(self, hosts: np.ndarray | slice = slice(None)) -> np.ndarray:
         """(n, D) room left per dimension on ``hosts``, as a share of capacity (the tolerance counted as room)."""
         return (self.cap[hosts] - self.loads[hosts]) * self.inv_cap[hosts]
