@@ -114,7 +114,8 @@ def relieve_by_exchange(state: PlacementState, budget: float, clock: SearchClock
         return 0.0, False
     tasks = np.flatnonzero(p.movable & (state.assign >= 0))
     relief = state.relief(tasks)
-    order = tasks[relief > 1e-12][np.argsort(-relief[relief > 1e-12], kind="stable")]
+    relieving = relief > 1e-12
+    order = tasks[relieving][np.argsort(-relief[relieving], kind="stable")]
     partners = _Partners(state)
     gained, misses, kept = 0.0, 0, 0
     for k, a in enumerate(order.tolist()):
