@@ -90,8 +90,8 @@ TABLE_WORK_SECONDS = 2e-9
 TABLE_PATTERNS = 20
 #: Share of :func:`pattern_packing`'s time for the packing likelier to reach the bound (the other gets the rest).
 FIRST_METHOD_SHARE = 0.75
-#: Most share of the demand a grid may round away for :func:`pattern_packing` to pack from an unsettled column generation.
-UNSETTLED_ROUNDING = 0.01
+#: Most share of the demand a grid may round away for :func:`pattern_packing` to pack from its classes.
+PACKING_ROUNDING = 0.01
 #: Share of :func:`pattern_packing`'s time for the integer master where a dive (:func:`_dive_packing`) may follow it.
 MASTER_BEFORE_DIVE_SHARE = 0.3
 #: Share of :func:`_dive_packing`'s time for the dive (the integer master over its columns gets the rest).
@@ -715,8 +715,7 @@ def packing_applies(problem: PlacementProblem, found: PatternResult) -> bool:
     """Whether :func:`pattern_packing` builds a packing from ``found`` rather than returning None at once (its doc says when)."""
     if any(rule.name not in PACKING_RULES for rule in problem.rules) or not found.master.columns or found.iterations == 0 or found.useless:
         return False  # no iteration: no prices, and the columns are today's hosts and a first fit (37,000 tasks: 6 s for nothing)
-    settled = found.converged or (_whole(found) and _target(found) >= math.ceil(found.lp - 1e-6))  # the bound met the LP (rounded up)
-    return settled or rounded_share(problem, found.classes) <= UNSETTLED_ROUNDING
+    return rounded_share(problem, found.classes) <= PACKING_ROUNDING
 
 
 def _whole(found: PatternResult) -> bool:
@@ -751,12 +750,12 @@ def pattern_packing(problem: PlacementProblem, found: PatternResult, time_limit:
     None when the problem has rules the packing does not honour (:data:`PACKING_RULES`),
     column generation ran out of time before its first iteration or stopped as useless
     (:attr:`PatternResult.useless`: on every trace measured its classes were then too coarse for a
-    packing anywhere near the engine's, e.g. 2,330 against 2,280 on the known-optimum family) or, on classes whose grid
-    rounds away more than :data:`UNSETTLED_ROUNDING` of the demand, neither converged nor
-    brought its bound up to its LP (its packings were then far above the engine's plans on every
-    trace measured: Bitbrains 14-16 hosts against 10, g5k 2,206 against 1,756, 37,000 tasks
-    16,220 against 13,158, and the time went from the engine), or no integer master
-    finds a solution in ``time_limit`` seconds. The placement may
+    packing anywhere near the engine's, e.g. 2,330 against 2,280 on the known-optimum family), its
+    classes' grid rounds away more than :data:`PACKING_ROUNDING` of the demand (its packings were
+    then far above the engine's plans on every trace measured: Bitbrains 14-16 hosts against 10,
+    g5k 2,206 against 1,756, 37,000 tasks 16,220 against 13,158; on random 600-task instances,
+    where it converged on a 1/32 grid, none was found in 4 s; and the time went from the
+    engine), or no integer master finds a solution in ``time_limit`` seconds. The placement may
     still break a rule the caller checks; the engine only keeps a valid start.
     """
     if not packing_applies(problem, found):
