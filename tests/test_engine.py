@@ -687,6 +687,16 @@ def test_a_search_without_gains_runs_to_its_time_limit_on_growing_neighbourhoods
     assert result.stats["neighbourhood_search"]["largest_hosts"] > 8
 
 
+def test_a_search_uses_the_seconds_left_after_its_last_full_length_neighbourhood(monkeypatch):
+    # Neighbourhoods of 2 s (the default) that CP-SAT settles in far less: the search stopped once less than 2 s were
+    # left, after 1.0 s of a 3-s solve; now a last, shorter neighbourhood takes what is left.
+    monkeypatch.setattr(engine, "NEIGHBOURHOOD_TASKS", 60)
+    problem = random_problem(5, 120, 36, max_moves=6, weights=GoalWeights(fragmentation=0.0, moves=0.0))
+    result = solve_engine(problem, EngineConfig(time_limit=3.0, deterministic=True))
+    assert "search_ended" not in result.stats
+    assert result.stats["deterministic"]["work_s"] >= 3.0 - engine.LAST_NEIGHBOURHOOD_SECONDS
+
+
 def test_a_deterministic_search_of_small_neighbourhoods_stays_within_its_wall_clock_cap(monkeypatch):
     # 50 movable tasks of 300: CP-SAT reports ~1e-5 s of work per neighbourhood, each of which takes ~25 ms to build and
     # check. Counting only CP-SAT's work, 1 s of it ran to the 5-s wall-clock cap, and the plan no longer reproduced.
