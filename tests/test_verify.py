@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pulp
 import pytest
 from click.testing import CliRunner
 
@@ -23,7 +24,8 @@ from packer.solvers.result import SolveResult
 from packer.io.trace import read_trace, write_trace
 from packer.plan.verify import verify_plan
 from packer.plan.claims import check_claims
-from packer.solvers.run import run_solver
+from packer.solvers import milp
+from packer.solvers.run import engine_bound, run_solver
 from problems import small_problem
 from packer.report.report import plan_sections
 
@@ -415,6 +417,28 @@ def test_a_solve_counted_as_work_may_time_out_before_its_limit_by_the_clock(dete
                "solver": {"name": "engine", "objective": result.objective, "stats": dict(result.stats, timed_out=True)}}
     found = check_claims(problem, context, summary, result.assign)
     assert any("timed_out" in line for line in found.wrong) != deterministic, found.wrong
+
+
+def test_an_exact_solvers_plan_states_the_better_of_its_bound_and_the_engines_and_verifies(monkeypatch):
+    # Three tasks of 6 on hosts of 10, CBC stopped at its time limit: its bound is the exact model's LP relaxation (1.0
+    # host), where the MILP over architectures proves 2. The plan states 2; a plan of an earlier version stating CBC's own still verifies.
+    real = milp._solve_cbc
+
+    def stopped_at_its_limit(engine, lp):
+        real(engine, lp)
+        lp.assignStatus(pulp.LpStatusNotSolved, pulp.LpSolutionIntegerFeasible)
+
+    monkeypatch.setattr(milp, "_solve_cbc", stopped_at_its_limit)
+    problem = small_problem([6, 6, 6], capacity=[10, 10, 10], cost=[1, 1, 1], current=[0, 1, 2])
+    result = run_solver(problem, "cbc", time_limit=5.0)
+    assert result.status == "feasible" and result.bound == pytest.approx(engine_bound(problem)[0]) == 2.0
+    assert result.stats["solver_bound"] < 1.01
+    context = PlanContext(trace="unused", solver="cbc", time_limit_s=5.0)
+    earlier = {key: value for key, value in result.stats.items() if key not in ("bound", "solver_bound")}
+    for bound, stats, proven in ((result.bound, result.stats, "recomputed"), (result.stats["solver_bound"], earlier, "valid, below the 2")):
+        summary = {"status": "feasible", "bound": bound, "solver": {"name": "cbc", "objective": result.objective, "stats": stats}}
+        found = check_claims(problem, context, summary, result.assign)
+        assert not found.wrong and any(proven in line for line in found.proven), (found.wrong, found.proven)
 
 
 @pytest.mark.parametrize("max_moves", [None, 1])

@@ -29,8 +29,9 @@ Each rule declares the strategies that honour it; :func:`check_support` refuses 
 solver whose strategy some rule of the problem lacks (e.g. the tasks-at-risk guard
 is honoured by the engine only, the relative-performance guard not by the baselines).
 
-Every result carries a bound on its objective: the exact models' own dual bound,
-or for the engine one derived from :mod:`packer.solvers.bounds` — for move-bounded
+Every result carries a bound on its objective: for the engine one derived from
+:mod:`packer.solvers.bounds`, and for the exact models the better of that and their own
+dual bound (:func:`_run_exact`) — for move-bounded
 repacking the objective can be no lower than the current primary cost minus the
 most cost the move budget could free; for a full repack no lower than the better of the
 MILP lower bound over architectures and the column-generation bound over host patterns
@@ -398,11 +399,33 @@ def _run_solver(problem: PlacementProblem, solver: str, time_limit: float, seed:
                          f"(more than {EXACT_MAX_PAIRS[solver]:,}: it would not stop within the time limit); use --solver engine or auto")
     if solver in BASELINES:
         return run_baseline(problem, solver, seed)
-    if solver == "cpsat":
-        return solve_cpsat(problem, time_limit=time_limit, seed=seed, deterministic=deterministic, start=start)
-    if solver in ("cbc", "highs"):
-        return solve_milp(problem, solver=solver, time_limit=time_limit, seed=seed, deterministic=deterministic, start=start)
+    if solver in EXACT_MAX_PAIRS:
+        return _run_exact(problem, solver, time_limit, seed, deterministic, start)
     return _run_engine(problem, time_limit, seed, progress, deterministic, start)
+
+
+def _run_exact(problem: PlacementProblem, solver: str, time_limit: float, seed: int, deterministic: bool = False,
+               start: np.ndarray | None = None) -> SolveResult:
+    """The exact model of the whole instance with ``solver`` (cpsat, cbc or highs), bounded by the better of its own dual
+    bound and :func:`engine_bound`'s, which holds for every plan (on the 400-task sample, CP-SAT's own after 120 s was
+    6.12 where the MILP over architectures proves 86). ``stats["solver_bound"]`` keeps the solver's own where it was
+    lower; ``stats["bound"]`` says what the engine's rests on. Its time counts against ``time_limit`` on a wall clock."""
+    t0 = time.perf_counter()
+    bound, detail = -math.inf, {}
+    if len(unplaceable_tasks(problem)) == 0:  # else the solver names the tasks no host can take
+        with interrupt.stoppable():
+            bound, detail, _ = engine_bound(problem)
+    remaining = time_limit if deterministic else max(1.0, time_limit - (time.perf_counter() - t0))
+    if solver == "cpsat":
+        result = solve_cpsat(problem, time_limit=remaining, seed=seed, deterministic=deterministic, start=start)
+    else:
+        result = solve_milp(problem, solver=solver, time_limit=remaining, seed=seed, deterministic=deterministic, start=start)
+    if result.status in ("optimal", "feasible") and math.isfinite(bound) and bound > result.bound:
+        result.stats["solver_bound"] = result.bound if math.isfinite(result.bound) else None
+        result.stats["bound"] = bound_detail(problem, result.assign, detail)
+        result.bound = bound
+    result.wall_s = time.perf_counter() - t0
+    return result
 
 
 def _run_pools(problem: PlacementProblem, solver: str, time_limit: float, seed: int, progress: Callable[[Progress], None] | None,
