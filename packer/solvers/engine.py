@@ -897,12 +897,16 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
     use_stranded = p.max_moves is None and not config.deterministic
     overhead = 0.0  # wall seconds the last sub-solve took outside CP-SAT's search (building and checking its model)
 
+    def left() -> float:
+        """Seconds a next sub-solve's search may have: on a wall clock, less the time the last one took outside it."""
+        return clock.remaining() - (0.0 if config.deterministic else overhead)
+
     def sub_solve(tasks: np.ndarray, hosts: np.ndarray, seconds: float, **portfolio) -> tuple[SolveResult, bool]:
         """Re-solve ``tasks`` over ``hosts`` and keep the plan if it is better and keeps every rule; returns it and whether it was kept."""
         nonlocal best, overhead
         # CP-SAT's reproducible search may run past its work limit by the clock (up to its safety net, WALL_CAP times): on a
         # wall clock, not past the solve's. Counted as work, a wall limit would make the plan depend on the machine.
-        wall = None if config.deterministic else clock.remaining() - overhead
+        wall = None if config.deterministic else left()
         result = solve_subproblem(p, state.assign, tasks, hosts, time_limit=seconds, seed=int(rng.integers(1 << 30)),
                                   wall_limit=wall, **portfolio)
         overhead = result.wall_s - result.stats["solve_s"]
@@ -919,7 +923,7 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
             report("neighbourhood search")
         return result, kept
 
-    while clock.remaining() > min(config.lns_time, LAST_NEIGHBOURHOOD_SECONDS) and not clock.expired():
+    while left() > min(config.lns_time, LAST_NEIGHBOURHOOD_SECONDS) and not clock.expired():
         if stale >= GROW_AFTER:
             stale = 0
             if not fully_grown:
