@@ -95,7 +95,7 @@ class _Partners:
             allowed &= s.moves + extra <= budget
         inv_a = s.inv_sens_cap[A]
         level_a = s.sens[A] * inv_a - 1.0 - sens * inv_a  # A's normalized sensitivity with a gone, minus 1
-        change = -self.excess - float(np.clip(s.sens[A] * inv_a - 1.0, 0.0, None).sum())
+        change = -self.excess - float(s.excess(np.array([A]))[0])
         for k in range(len(sens)):
             change += np.maximum(self.level[k] + sens[k] * self.inv[k], 0.0)
             change += np.maximum(level_a[k] + self.sens[k] * inv_a[k], 0.0)
