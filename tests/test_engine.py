@@ -795,6 +795,40 @@ def _record_sub_solves(monkeypatch) -> list[dict]:
     return calls
 
 
+@pytest.mark.parametrize("max_moves", [None, 25])
+def test_a_whole_instance_solve_branches_locally_before_searching_everything(monkeypatch, max_moves):
+    # 40 tasks on 10 hosts: one neighbourhood holds the whole instance. Its first sub-solve searches the plans within
+    # a few task changes of the incumbent, its last all plans.
+    calls = _record_sub_solves(monkeypatch)
+    problem = random_problem(3, 40, 10, sens=True, max_moves=max_moves)
+    result = solve_engine(problem, EngineConfig(time_limit=4.0, deterministic=True))
+    assert calls[0]["max_changes"] == engine.LOCAL_BRANCHING_TASKS
+    assert calls[0]["time_limit"] == pytest.approx(engine.LOCAL_BRANCHING_SECONDS)
+    assert "max_changes" not in calls[-1]
+    assert all(call["hosts"] == set(range(problem.n_hosts)) for call in calls)
+    assert violations(problem, result.assign) == []
+
+
+def test_local_branching_looks_further_only_where_cp_sat_proved_nothing_better_nearby(monkeypatch):
+    monkeypatch.setattr(engine, "LOCAL_BRANCHING_LIMIT", 10.0)
+    solve, results = engine.solve_subproblem, []
+
+    def recorded(problem, assign, *args, **kwargs):
+        result = solve(problem, assign, *args, **kwargs)
+        results.append((kwargs.get("max_changes"), evaluate(problem, assign).objective, result))
+        return result
+
+    monkeypatch.setattr(engine, "solve_subproblem", recorded)
+    problem = random_problem(3, 18, 5, sens=True, max_moves=14)
+    result = solve_engine(problem, EngineConfig(time_limit=8.0, deterministic=True))
+    near = [(changes, start, r) for changes, start, r in results if changes is not None]
+    for (changes, start, r), (after, _, _) in zip(near, near[1:]):
+        proved_nothing_better = r.status == "optimal" and r.objective >= start - 1e-9
+        assert after == changes + (engine.LOCAL_BRANCHING_TASKS // 2 if proved_nothing_better else 0)
+    assert near[0][0] == engine.LOCAL_BRANCHING_TASKS and near[-1][0] > near[0][0]
+    assert results[-1][0] is None and result.status == "optimal"
+
+
 def test_a_full_repack_that_stalls_re_solves_the_hosts_with_stranded_room_with_cp_sats_portfolio(monkeypatch):
     chosen = []
     stranded = engine.stranded_room_hosts

@@ -248,6 +248,24 @@ def test_subproblem_keeps_validity_and_never_worsens(seed):
     assert (again.assign == result.assign).all()  # deterministic for a seed
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_a_sub_solve_with_max_changes_moves_at_most_that_many_tasks_from_its_start(seed):
+    # A full repack whose optimum moves many tasks: within k changes of the start, CP-SAT's plan changes at most k of
+    # them, is valid, no worse than the start and no better than the unrestricted optimum.
+    problem = random_problem(seed, 14, 5, sens=True, max_moves=None)
+    tasks, hosts = np.arange(problem.n_tasks), np.arange(problem.n_hosts)
+    whole = solve_subproblem(problem, problem.current, tasks, hosts, time_limit=10)
+    assert whole.status == "optimal"
+    changed = int((whole.assign != problem.current).sum())
+    assert changed >= 3
+    for k in (0, 1, changed - 1):
+        near = solve_subproblem(problem, problem.current, tasks, hosts, time_limit=10, max_changes=k)
+        assert int((near.assign != problem.current).sum()) <= k
+        assert violations(problem, near.assign) == []
+        assert whole.objective - 1e-6 <= near.objective <= evaluate(problem, problem.current).objective + 1e-6
+    assert np.array_equal(solve_subproblem(problem, problem.current, tasks, hosts, max_changes=0).assign, problem.current)
+
+
 def test_subproblem_from_an_improved_placement_counts_earlier_moves():
     problem = random_problem(3, 30, 8, max_moves=6)
     first = solve_cpsat(problem.with_rule(MoveBudget(3)), time_limit=5)

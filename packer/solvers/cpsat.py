@@ -200,7 +200,7 @@ def solve_cpsat(problem: PlacementProblem, *, time_limit: float = 10.0, seed: in
 
 def solve_subproblem(problem: PlacementProblem, assign: np.ndarray, tasks_subset: np.ndarray, hosts_subset: np.ndarray,
                      time_limit: float = 1.0, *, seed: int = 0, num_workers: int | None = None, deterministic: bool = True,
-                     wall_limit: float | None = None) -> SolveResult:
+                     wall_limit: float | None = None, max_changes: int | None = None) -> SolveResult:
     """Re-optimize the placement of ``tasks_subset`` over ``hosts_subset`` with every other task fixed (large-neighbourhood search).
 
     ``assign`` (T,) must be a valid placement; the free tasks may also stay where it
@@ -211,10 +211,11 @@ def solve_subproblem(problem: PlacementProblem, assign: np.ndarray, tasks_subset
     and ``bound`` a lower bound for this neighbourhood only (not for the whole
     instance). Rules the exact model cannot state are left out (the caller checks
     them on the result). Deterministic for a seed by default (see the module doc). ``time_limit`` in seconds; ``wall_limit``
-    (seconds) caps a deterministic search's wall clock below its safety net (module doc).
+    (seconds) caps a deterministic search's wall clock below its safety net (module doc); ``max_changes``: at most that
+    many free tasks leave their host in ``assign`` (:func:`~packer.solvers.exact.build_exact_model`).
     """
     t0 = time.perf_counter()
-    model = build_exact_model(problem, assign, tasks_subset, hosts_subset)
+    model = build_exact_model(problem, assign, tasks_subset, hosts_subset, max_changes)
     return solve_model(model, time_limit, seed, num_workers, deterministic, t0, wall_limit)
 
 

@@ -33,7 +33,8 @@ engine therefore works host by host, on one :class:`~packer.model.state.Placemen
    grow: twice the hosts and twice the seconds, up to :data:`NEIGHBOURHOOD_TASKS`
    movable tasks, and up to the whole instance. Where one neighbourhood holds the whole
    instance (:func:`covers_whole_instance`), the constructions stop in time to leave
-   CP-SAT ``lns_time`` for it. The search runs to its time limit; it ends before it
+   CP-SAT ``lns_time`` for it, half of which (at most 1 s) goes first to local branching
+   (plans a few task changes from the best so far). The search runs to its time limit; it ends before it
    only with a proof (the primary cost at its lower bound without an
    interference goal, or CP-SAT's proof that its plan of the whole instance is optimal)
    or when no neighbourhood within the task cap holds a task that may move
@@ -856,6 +857,16 @@ LAST_NEIGHBOURHOOD_SECONDS = 0.25
 NEIGHBOURHOOD_TASKS = 400
 
 
+#: Local branching before a whole-instance solve (:func:`_lns`): the share of the time left it takes, at most
+#: ``LOCAL_BRANCHING_LIMIT`` seconds (it finds the quick gains: given half of 20 s, it left the whole search a plan
+#: 1.3% higher on tiny60 at weight 0.3), the task changes from the incumbent its first sub-solves allow (and half as many more after each
+#: proves nothing better that close), and each sub-solve's seconds.
+LOCAL_BRANCHING_SHARE = 0.5
+LOCAL_BRANCHING_LIMIT = 1.0
+LOCAL_BRANCHING_TASKS = 10
+LOCAL_BRANCHING_SECONDS = 0.3
+
+
 def covers_whole_instance(problem: PlacementProblem, hosts: int = EngineConfig.lns_hosts) -> bool:
     """True when a neighbourhood of ``hosts`` hosts takes in the whole instance (:func:`_lns` then re-solves all of it with CP-SAT)."""
     return problem.n_hosts <= 2 * hosts and int(problem.movable.sum()) <= NEIGHBOURHOOD_TASKS
@@ -901,14 +912,14 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
         """Seconds a next sub-solve's search may have: on a wall clock, less the time the last one took outside it."""
         return clock.remaining() - (0.0 if config.deterministic else overhead)
 
-    def sub_solve(tasks: np.ndarray, hosts: np.ndarray, seconds: float, **portfolio) -> tuple[SolveResult, bool]:
-        """Re-solve ``tasks`` over ``hosts`` and keep the plan if it is better and keeps every rule; returns it and whether it was kept."""
+    def sub_solve(tasks: np.ndarray, hosts: np.ndarray, seconds: float, **options) -> tuple[SolveResult, bool]:
+        """Re-solve ``tasks`` over ``hosts`` and keep the plan if it is better and keeps every rule; returns it and whether it was kept (``options``: :func:`~packer.solvers.cpsat.solve_subproblem`'s)."""
         nonlocal best, overhead
         # CP-SAT's reproducible search may run past its work limit by the clock (up to its safety net, WALL_CAP times): on a
         # wall clock, not past the solve's. Counted as work, a wall limit would make the plan depend on the machine.
         wall = None if config.deterministic else left()
         result = solve_subproblem(p, state.assign, tasks, hosts, time_limit=seconds, seed=int(rng.integers(1 << 30)),
-                                  wall_limit=wall, **portfolio)
+                                  wall_limit=wall, **options)
         overhead = result.wall_s - result.stats["solve_s"]
         clock.spend(max(result.stats["deterministic_s"], NEIGHBOURHOOD_WORK))
         _tally(searched, len(hosts))
@@ -938,7 +949,18 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
                 # full repacks of 40 tasks (test_a_full_repack_ends_no_higher_than_a_binding_budget) ended above their 25-move plan.
                 break
             whole_tried = True
-            result, _ = sub_solve(np.flatnonzero(p.movable), np.arange(p.n_hosts), max(config.lns_time, clock.remaining() - 0.1))
+            tasks, hosts = np.flatnonzero(p.movable), np.arange(p.n_hosts)
+            # Local branching first (Fischetti and Lodi, 2003): CP-SAT improves a plan faster among the plans a few task
+            # changes from it than among all of them (40 tasks, 3 s of work, seeds 100-139: full repacks 13.256 → 13.201
+            # and 25-move plans 13.240 → 13.182 on average); the rest of the time searches all plans, which alone can
+            # prove one optimal.
+            whole_search = clock.remaining() - min(LOCAL_BRANCHING_SHARE * clock.remaining(), LOCAL_BRANCHING_LIMIT)
+            changes = LOCAL_BRANCHING_TASKS
+            while changes < len(tasks) and left() - whole_search > LAST_NEIGHBOURHOOD_SECONDS and not clock.expired():
+                result, kept = sub_solve(tasks, hosts, min(LOCAL_BRANCHING_SECONDS, left() - whole_search), max_changes=changes)
+                if not kept and result.status == "optimal":
+                    changes += LOCAL_BRANCHING_TASKS // 2  # nothing better that close: look further
+            result, _ = sub_solve(tasks, hosts, max(LAST_NEIGHBOURHOOD_SECONDS, clock.remaining() - 0.1))
             # CP-SAT's optimum leaves out the rules it cannot state (a relaxation): met by the plan kept (the incumbent, or
             # CP-SAT's plan just taken), it proves it optimal; a better plan that breaks such a rule proves nothing.
             if result.status == "optimal" and result.objective >= best - 1e-9:

@@ -279,11 +279,13 @@ class ExactModel:
 
 
 def build_exact_model(problem: PlacementProblem, base: np.ndarray | None = None, tasks: np.ndarray | None = None,
-                      hosts: np.ndarray | None = None) -> ExactModel:
+                      hosts: np.ndarray | None = None, max_changes: int | None = None) -> ExactModel:
     """The exact model of the neighbourhood (:func:`build_formulation`), with every rule that the exact strategy honours and every goal.
 
     Rules whose :attr:`~packer.rules.base.Rule.strategies` lack ``"exact"`` are left
     out (the caller checks them on the result: see the large-neighbourhood search).
+    ``max_changes``: at most that many free tasks end on a host other than their ``base``
+    one (local branching: a neighbourhood by distance from ``base``, not by hosts).
     """
     form = build_formulation(problem, base, tasks, hosts)
     model = ExactModel(form)
@@ -291,6 +293,9 @@ def build_exact_model(problem: PlacementProblem, base: np.ndarray | None = None,
     for i in range(len(form.free)):
         pairs = model.x[form.task_start[i]:form.task_start[i + 1]]
         model.add_eq(pairs, np.ones(len(pairs)), 1.0)
+    if max_changes is not None and len(form.free) > max_changes:
+        stay = model.x[form.pair_base]
+        model.add_ge(stay, np.ones(len(stay)), len(stay) - max_changes)
     for rule in problem.rules:
         if "exact" in rule.strategies:
             rule.add_to_model(model)
