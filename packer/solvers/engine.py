@@ -859,8 +859,8 @@ NEIGHBOURHOOD_TASKS = 400
 
 #: Local branching before a whole-instance solve (:func:`_lns`): the share of the time left it takes, at most
 #: ``LOCAL_BRANCHING_LIMIT`` seconds (it finds the quick gains: given half of 20 s, it left the whole search a plan
-#: 1.3% higher on tiny60 at weight 0.3), the task changes from the incumbent its first sub-solves allow (and half as many more after each
-#: proves nothing better that close), and each sub-solve's seconds.
+#: 1.3% higher on tiny60 at weight 0.3), the task changes from the incumbent its first sub-solves allow (and half as
+#: many more after each proves nothing better that close), and each sub-solve's seconds.
 LOCAL_BRANCHING_SHARE = 0.5
 LOCAL_BRANCHING_LIMIT = 1.0
 LOCAL_BRANCHING_TASKS = 10
@@ -913,7 +913,8 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
         return clock.remaining() - (0.0 if config.deterministic else overhead)
 
     def sub_solve(tasks: np.ndarray, hosts: np.ndarray, seconds: float, **options) -> tuple[SolveResult, bool]:
-        """Re-solve ``tasks`` over ``hosts`` and keep the plan if it is better and keeps every rule; returns it and whether it was kept (``options``: :func:`~packer.solvers.cpsat.solve_subproblem`'s)."""
+        """Re-solve ``tasks`` over ``hosts`` and keep the plan if it is better and keeps every rule; returns it and whether
+        it was kept. ``options``: further arguments of :func:`~packer.solvers.cpsat.solve_subproblem`."""
         nonlocal best, overhead
         # CP-SAT's reproducible search may run past its work limit by the clock (up to its safety net, WALL_CAP times): on a
         # wall clock, not past the solve's. Counted as work, a wall limit would make the plan depend on the machine.
