@@ -33,9 +33,9 @@ engine therefore works host by host, on one :class:`~packer.model.state.Placemen
    grow: twice the hosts and twice the seconds, up to :data:`NEIGHBOURHOOD_TASKS`
    movable tasks, and up to the whole instance. Where one neighbourhood holds the whole
    instance (:func:`covers_whole_instance`), the constructions stop in time to leave
-   CP-SAT ``lns_time`` for it, half of which (at most 1 s) goes first to local branching
-   (plans a few task changes from the best so far). The search runs to its time limit; it ends before it
-   only with a proof (the primary cost at its lower bound without an
+   CP-SAT ``lns_time`` for it, half of which (up to 1 s) goes first to local branching
+   (plans a few task changes from the best so far). The search runs to its time limit;
+   it ends before it only with a proof (the primary cost at its lower bound without an
    interference goal, or CP-SAT's proof that its plan of the whole instance is optimal)
    or when no neighbourhood within the task cap holds a task that may move
    (``stats["search_ended"]``, the status line).
