@@ -181,6 +181,18 @@ def test_where_no_packing_is_built_from_the_columns_the_engine_gets_the_packings
     assert result.stats["deterministic"]["work_s"] >= 2 * (1 - run.PATTERN_TIME_SHARE) - 1e-6
 
 
+def test_a_deterministic_clock_charges_column_generation_its_work_not_its_whole_share():
+    # 600 tasks, 2 s of work: column generation gives up after ~0.26 s of work (its iterations and setup). Charged its
+    # whole share (0.5 s), the engine had 1.5 s. At 10 s of work (seed 6) it converges after ~0.4 s of its 2.5, and the
+    # full repack, left 7.5 s, ended above the 400-move plan (196.06 against 196.44; left 9.56 s, 195.68).
+    from packer.solvers import run
+
+    problem = random_problem(0, 600, 150, sens=True, max_moves=None)
+    result = run_solver(problem, "engine", time_limit=2, deterministic=True)
+    assert result.stats["bound"]["pattern_gave_up"]
+    assert result.stats["deterministic"]["work_s"] >= 2 * (1 - run.PATTERN_TIME_SHARE) + 0.2
+
+
 def test_column_generation_gives_up_while_its_lp_stays_far_above_another_bound():
     problem, optimum = known_optimum_problem(11, 300)
     found = column_generation(problem, time_limit=2, give_up_above=0.5 * optimum)

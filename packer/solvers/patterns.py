@@ -153,6 +153,7 @@ class PatternResult:
     gave_up: bool = False  # stopped early, the LP still far above ``give_up_above``: no packing from these columns
     useless: bool = False  # stopped early, the LP of rounded classes at or below ``useless_below``: no better bound, no packing
     capped: bool = False  # a deterministic run cut by its wall-clock cap (packer.solvers.clock): another run may differ
+    work: float = 0.0  # nominal seconds of work its iterations were charged (:mod:`packer.solvers.clock`)
 
     @property
     def provable(self) -> bool:
@@ -708,7 +709,8 @@ def column_generation(problem: PlacementProblem, time_limit: float = 30.0, max_c
             break
     lp_value += types.constant
     return PatternResult(bound=best_bound, lp=lp_value, converged=converged, iterations=iterations, classes=classes, types=types,
-                         master=master, wall_s=clock.wall(), gave_up=gave_up, useless=useless, capped=clock.capped)
+                         master=master, wall_s=clock.wall(), gave_up=gave_up, useless=useless, capped=clock.capped,
+                         work=clock.work)
 
 
 def packing_applies(problem: PlacementProblem, found: PatternResult) -> bool:
