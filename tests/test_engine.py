@@ -602,6 +602,24 @@ def test_under_interference_a_full_repacks_constructions_end_no_higher_than_the_
     assert full.objective <= budgeted.objective + 1e-9
 
 
+@pytest.mark.parametrize("from_a_plan", [False, True])
+def test_a_full_repack_takes_the_default_budgets_path_only_from_a_start_within_that_budget(from_a_plan, monkeypatch):
+    monkeypatch.setattr(engine, "BUDGETED_START_MOVES", 5)
+    problem = random_problem(3, 30, 8, sens=True, max_moves=None)
+    start = solve_engine(problem, FAST).assign if from_a_plan else None
+    assert not from_a_plan or np.count_nonzero(start != problem.current) >= 5
+    budgets = []
+    mix = engine._mix_relief_and_emptying
+
+    def spy(problem, start, budget, *args):
+        budgets.append(budget)
+        return mix(problem, start, budget, *args)
+
+    with mock.patch.object(engine, "_mix_relief_and_emptying", spy):
+        solve_engine(problem, FAST, start=start)
+    assert (5 in budgets) != from_a_plan
+
+
 def test_a_full_repacks_constructions_leave_the_whole_instance_solve_its_time():
     # Seed 117 of bench_solve.py full-vs-budget at 3 s: the full repack's starts took 0.90 s of the engine's 2.85 and left
     # 1.95, less than a neighbourhood's 2. CP-SAT never ran, and the plan (13.758) ended above the 25-move plan (13.242),

@@ -735,8 +735,9 @@ def solve_engine(
                 # mixtures' caps are shares of the budget, so a budget tries other mixtures than a full repack (on 16
                 # random 600-task instances, 10 s, the full repack ended above the 400-move plan on 3). And emptied best
                 # gain per move first, as a binding budget empties it: the path every budgeted plan begins with (without
-                # it, 20 of 40 random full repacks ended above their 25-move plan).
-                if full and relief and BUDGETED_START_MOVES < movable:
+                # it, 20 of 40 random full repacks ended above their 25-move plan). A start that already makes the
+                # default budget's moves (``--start``) has no such path.
+                if full and relief and np.count_nonzero(origin != problem.current) < BUDGETED_START_MOVES < movable:
                     others.append((origin, True, BUDGETED_START_MOVES))
                 others += [(origin, True, None)] + [(built, None, None) for built in rest]
             # Relief and emptying are mixed from every start within at most every movable task (the most moves a
