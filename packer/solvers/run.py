@@ -107,9 +107,6 @@ PATTERN_GIVE_UP = 1.1
 #: Share of a full repack's time limit for a packing of every task into full hosts before column generation
 #: (:func:`packer.solvers.patterns.perfect_packing`; only where one could exist).
 PERFECT_FIRST_SHARE = 0.2
-#: Work (nominal seconds, :mod:`packer.solvers.clock`) per task a deterministic clock charges column generation beyond
-#: what its iterations count: classes, host types and first-fit columns (measured: ~0.15 s at 600 tasks, ~3 s at 37,000).
-PATTERN_SETUP_WORK = 1e-4
 #: The solvers of each strategy, as messages name them.
 STRATEGY_SOLVERS = {"engine": "the engine solver", "exact": "the exact solvers (cpsat, cbc, highs)",
                     "fair": "the fair goal's solvers", "baselines": "the baseline policies"}
@@ -255,8 +252,8 @@ def _pattern_bound_and_start(problem: PlacementProblem, time_limit: float, detai
     packing would be built from its columns (:func:`~packer.solvers.patterns.packing_applies`,
     e.g. it stopped as useless); the engine gets the rest. Where the engine re-solves the
     whole instance, only the bound, on :data:`WHOLE_INSTANCE_PATTERN_SHARE`. ``clock``: the
-    solve's; a deterministic one is charged the bound's work (its iterations', and
-    :data:`PATTERN_SETUP_WORK` per task, at most its share) and each further share that was used, whole.
+    solve's; a deterministic one is charged the bound's work
+    (:attr:`~packer.solvers.patterns.PatternResult.work`, at most its share) and each further share that was used, whole.
     """
     deterministic = clock.deterministic
     lower = detail["primary_lower_bound"]
@@ -283,7 +280,7 @@ def _pattern_bound_and_start(problem: PlacementProblem, time_limit: float, detai
     share = pattern_share(problem) * time_limit
     lower, found = pattern_lower_bound(problem, time_limit, detail["primary_lower_bound"], deterministic)
     # Where it converged or stopped early, the engine gets the rest (600 tasks, 10 s of work: 0.4 s of its 2.5 used).
-    clock.spend(min(share, found.work + PATTERN_SETUP_WORK * problem.n_tasks))
+    clock.spend(min(share, found.work))
     detail.update(found.detail)
     if lower > detail["primary_lower_bound"]:
         detail.update(primary_lower_bound=lower, kind="lower bound on primary cost (full repack, column generation over host patterns)")
