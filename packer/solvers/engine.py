@@ -62,7 +62,8 @@ count). The neighbourhood search leaves out of its exact model the rules the exa
 strategy does not honour and keeps only results that break no rule.
 
 Every intermediate placement is valid (checked incrementally, and the final one
-with :func:`packer.model.metrics.violations`), the search is deterministic for a seed,
+with :func:`packer.model.metrics.violations`), the search is deterministic for a seed on a clock that counts work
+(``EngineConfig.deterministic``; on a wall clock, load changes how far it gets),
 and it is anytime: at the time limit, or on Ctrl-C, it returns the best placement so far.
 """
 from __future__ import annotations
