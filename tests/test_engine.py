@@ -816,17 +816,24 @@ def test_pools_whose_searches_ended_early_say_so_in_the_merged_result(monkeypatc
     assert "timed_out" not in result.stats
 
 
-def test_stranded_room_hosts_are_those_with_most_room_in_one_dimension_within_the_task_cap():
-    # Room as a share of capacity: h0 (0.5 cpu), h1 (0.9 mem), h2 (0.3 of each), h3 (full), h4 (0.6 cpu, 3 tasks).
-    one_dim = small_problem([0.5, 0.1, 0.7, 1.0, 0.1, 0.1, 0.2], [1.0] * 5, [1.0] * 5, [0, 1, 2, 3, 4, 4, 4])
-    problem = dataclasses.replace(one_dim, dims=("cpu", "mem"), frag_dims=(0, 1), capacity=np.ones((5, 2)),
-                                  demand=np.array([[0.5, 1.0], [1.0, 0.1], [0.7, 0.7], [1.0, 1.0], [0.1, 0.1], [0.1, 0.1], [0.2, 0.8]]))
+def test_stranded_room_hosts_are_one_architectures_taken_in_turn_by_most_room_in_each_dimension_within_the_task_cap():
+    # Room as a share of capacity: h0 (0.5 cpu), h1 (0.9 mem), h2 (0.3 of each), h3 (full), h4 (0.6 cpu, 3 tasks);
+    # h5, of another architecture, (0.9 of each).
+    one_dim = small_problem([0.5, 0.1, 0.7, 1.0, 0.1, 0.1, 0.2, 0.1], [1.0] * 6, [1.0] * 6, [0, 1, 2, 3, 4, 4, 4, 5])
+    problem = dataclasses.replace(
+        one_dim, dims=("cpu", "mem"), frag_dims=(0, 1), capacity=np.ones((6, 2)), arch_names=np.array(["a", "b"]),
+        host_arch=np.array([0, 0, 0, 0, 0, 1]), eligible=np.ones((8, 2), dtype=bool),
+        demand=np.array([[0.5, 1.0], [1.0, 0.1], [0.7, 0.7], [1.0, 1.0], [0.1, 0.1], [0.1, 0.1], [0.2, 0.8], [0.1, 0.1]]))
     state = PlacementState(problem, problem.current)
-    open_hosts = np.arange(5)
-    assert engine.stranded_room_hosts(state, open_hosts, 10).tolist() == [1, 4, 0, 2, 3]
-    assert engine.stranded_room_hosts(state, open_hosts, 4).tolist() == [1, 4]  # h0's task would pass the cap
-    assert engine.stranded_room_hosts(state, open_hosts, 6).tolist() == [1, 4, 0, 2]
-    assert engine.stranded_room_hosts(state, open_hosts, 0).tolist() == [1, 4]  # a neighbourhood has two hosts at least
+    rng = np.random.default_rng(0)
+    arch_a = np.arange(5)
+    # In turn: most cpu room (h4), most memory room (h1), then the next of each (h0, h2), then h3.
+    assert engine.stranded_room_hosts(state, arch_a, 10, rng).tolist() == [4, 1, 0, 2, 3]
+    assert engine.stranded_room_hosts(state, arch_a, 4, rng).tolist() == [4, 1]  # h0's task would pass the cap
+    assert engine.stranded_room_hosts(state, arch_a, 6, rng).tolist() == [4, 1, 0, 2]
+    assert engine.stranded_room_hosts(state, arch_a, 0, rng).tolist() == [4, 1]  # a neighbourhood has two hosts at least
+    drawn = [engine.stranded_room_hosts(state, np.arange(6), 10, rng).tolist() for _ in range(20)]
+    assert {tuple(hosts) for hosts in drawn} == {(4, 1, 0, 2, 3), (5,)}  # one architecture each time, both drawn
 
 
 def _record_sub_solves(monkeypatch) -> list[dict]:
@@ -877,6 +884,7 @@ def test_local_branching_looks_further_only_where_cp_sat_proved_nothing_better_n
 
 def test_a_full_repack_that_stalls_re_solves_the_hosts_with_stranded_room_with_cp_sats_portfolio(monkeypatch):
     chosen = []
+    monkeypatch.setattr(engine, "GROW_AFTER", 10_000)  # neighbourhoods of lns_time, not grown
     stranded = engine.stranded_room_hosts
     monkeypatch.setattr(engine, "stranded_room_hosts", lambda *args: chosen.append(hosts := stranded(*args)) or hosts)
     calls = _record_sub_solves(monkeypatch)

@@ -27,8 +27,8 @@ engine therefore works host by host, on one :class:`~packer.model.state.Placemen
    current frontier (the cheapest-to-free hosts still open, and hosts with
    sensitivity excess) are re-solved with CP-SAT with everything else fixed;
    improvements are kept. In a full repack on a wall clock, once two in a row gain nothing,
-   every other neighbourhood is the hosts with the most room stranded in one dimension
-   (:func:`stranded_room_hosts`).
+   every other neighbourhood is the hosts of one architecture, drawn at random, with the most room
+   stranded in each dimension in turn (:func:`stranded_room_hosts`).
    After :data:`GROW_AFTER` neighbourhoods in a row without a gain, neighbourhoods
    grow: twice the hosts and twice the seconds, up to :data:`NEIGHBOURHOOD_TASKS`
    movable tasks, and up to the whole instance. Where one neighbourhood holds the whole
@@ -923,8 +923,9 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
     price = capacity_price(p)
     # Stranded room pays where hosts may be emptied freely, and only with CP-SAT's parallel portfolio: on the
     # known-optimum family its neighbourhoods freed 5 and 7 hosts in 5 s, where the interleaved (reproducible) search
-    # and a single worker freed none; on the slack-scarce move budget they freed nothing. The same hosts are tried again
-    # while nothing changes: with the portfolio, each try is another search (550 tasks, three tries: 0, 3 and 0 hosts).
+    # and a single worker freed none (with hosts of one architecture, 3 of 1,545 cost units on a P99 fleet of 5,000 tasks
+    # in 60 s of work); on the slack-scarce move budget they freed nothing. With the portfolio, a try of the same hosts
+    # is another search (550 tasks, three tries: 0, 3 and 0 hosts).
     use_stranded = p.max_moves is None and not config.deterministic
     overhead = 0.0  # wall seconds the last sub-solve took outside CP-SAT's search (building and checking its model)
 
@@ -994,7 +995,7 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
         seconds = min(config.lns_time * scale, clock.remaining())
         stranded = use_stranded and stale >= STRANDED_AFTER and stale % 2 == 0
         if stranded:
-            hosts = np.union1d(stranded_room_hosts(state, open_hosts, NEIGHBOURHOOD_TASKS), cheap)
+            hosts = np.union1d(stranded_room_hosts(state, open_hosts, NEIGHBOURHOOD_TASKS, rng), cheap)
             # Longer, but leaving the loop's one lns_time for a last ordinary neighbourhood rather than past the limit.
             seconds = min(STRANDED_TIME * seconds, max(config.lns_time, clock.remaining() - config.lns_time), clock.remaining())
         else:
@@ -1051,17 +1052,25 @@ def _within_task_cap(problem: PlacementProblem, assign: np.ndarray, hosts: np.nd
     return np.sort(np.array(taken, dtype=np.int64)), len(taken) < len(ordered)
 
 
-def stranded_room_hosts(state: PlacementState, open_hosts: np.ndarray, max_tasks: int) -> np.ndarray:
-    """The open hosts with the most room in any one dimension (a share of capacity), as many as hold at most ``max_tasks``
-    tasks (but at least two hosts).
+def stranded_room_hosts(state: PlacementState, open_hosts: np.ndarray, max_tasks: int, rng: np.random.Generator) -> np.ndarray:
+    """Open hosts of one architecture (drawn at random among those of ``open_hosts``), taken in turn by the most room in
+    each dimension (a share of capacity), as many as hold at most ``max_tasks`` tasks (but at least two hosts).
 
     Room left in one dimension only is stranded: no task fits it while the host is full in
     another. Hosts with CPU to spare and hosts with memory to spare, re-solved together, can
     trade tasks until some of them empty: on the known-optimum family (5,000 tasks, 16 hosts of
     room left, 3 of it usable where it lies) one such neighbourhood of ~50 hosts freed 5-7 hosts,
-    where the neighbourhoods of seeds and the most summed room had stopped gaining.
+    where the neighbourhoods of seeds and the most summed room had stopped gaining. Hosts of one
+    architecture, because their room adds up in the same units; and in turn by dimension, because
+    the most room in any one dimension picked, on a P99 fleet, only hosts whose network no task
+    needs.
     """
-    room = state.room_share(open_hosts).max(axis=1)
-    order = open_hosts[np.argsort(-room, kind="stable")]
+    arch = state.p.host_arch[open_hosts]
+    hosts = open_hosts[arch == rng.choice(np.unique(arch))]
+    room = state.room_share(hosts)
+    dims = room.shape[1]
+    # The k-th most room in dimension d comes at turn k·D + d; a host is taken at its first turn.
+    rank = np.argsort(np.argsort(-room, axis=0, kind="stable"), axis=0, kind="stable")
+    order = hosts[np.argsort((rank * dims + np.arange(dims)).min(axis=1), kind="stable")]
     within = np.cumsum(state.count[order]) <= max_tasks
     return order[: max(int(within.sum()), 2)]
