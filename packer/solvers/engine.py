@@ -1054,16 +1054,17 @@ def _within_task_cap(problem: PlacementProblem, assign: np.ndarray, hosts: np.nd
 
 def stranded_room_hosts(state: PlacementState, open_hosts: np.ndarray, max_tasks: int, rng: np.random.Generator) -> np.ndarray:
     """Open hosts of one architecture (drawn at random among those of ``open_hosts``), taken in turn by the most room in
-    each dimension (a share of capacity), as many as hold at most ``max_tasks`` tasks (but at least two hosts).
+    each dimension (a share of capacity), as many as hold at most ``max_tasks`` tasks (but at least two hosts, where the
+    architecture has two open).
 
     Room left in one dimension only is stranded: no task fits it while the host is full in
     another. Hosts with CPU to spare and hosts with memory to spare, re-solved together, can
     trade tasks until some of them empty: on the known-optimum family (5,000 tasks, 16 hosts of
     room left, 3 of it usable where it lies) one such neighbourhood of ~50 hosts freed 5-7 hosts,
-    where the neighbourhoods of seeds and the most summed room had stopped gaining. Hosts of one
-    architecture, because their room adds up in the same units; and in turn by dimension, because
-    the most room in any one dimension picked, on a P99 fleet, only hosts whose network no task
-    needs.
+    where the neighbourhoods of seeds and the most summed room had stopped gaining. The most room
+    in any one dimension picked, on a P99 fleet of 5,000 tasks, the same Skylake14 hosts every time,
+    for network no task needs, and freed nothing; ten neighbourhoods of one architecture each, taken
+    in turn by dimension, freed 22 of 1,546 cost units (benchmarks/RESULTS.md).
     """
     arch = state.p.host_arch[open_hosts]
     hosts = open_hosts[arch == rng.choice(np.unique(arch))]
