@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from unittest import mock
 
 import numpy as np
@@ -834,6 +835,27 @@ def test_stranded_room_hosts_are_one_architectures_taken_in_turn_by_most_room_in
     assert engine.stranded_room_hosts(state, arch_a, 0, rng).tolist() == [4, 1]  # a neighbourhood has two hosts at least
     drawn = [engine.stranded_room_hosts(state, np.arange(6), 10, rng).tolist() for _ in range(20)]
     assert {tuple(hosts) for hosts in drawn} == {(4, 1, 0, 2, 3), (5,)}  # one architecture each time, both drawn
+
+
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 10_000), n_tasks=st.integers(1, 40), n_hosts=st.integers(1, 12), cap=st.integers(0, 40))
+def test_stranded_room_hosts_are_distinct_open_hosts_of_one_architecture_in_turn_by_dimension_within_the_cap(seed, n_tasks, n_hosts, cap):
+    problem = random_problem(seed, n_tasks, n_hosts)
+    state = PlacementState(problem, problem.current)
+    open_hosts = np.flatnonzero(state.count > 0)
+    hosts = engine.stranded_room_hosts(state, open_hosts, cap, np.random.default_rng(seed))
+    mine = open_hosts[problem.host_arch[open_hosts] == problem.host_arch[hosts[0]]]
+    assert len(set(hosts.tolist())) == len(hosts) and set(hosts.tolist()) <= set(mine.tolist())
+    assert len(hosts) == len(mine) or state.count[hosts].sum() <= cap or len(hosts) == 2
+    assert len(hosts) >= min(2, len(mine))
+    # Each host is the first not yet taken of some dimension's order by most room, at its turn.
+    room = state.room_share(mine)
+    orders = [mine[np.argsort(-room[:, d], kind="stable")].tolist() for d in range(room.shape[1])]
+    taken, turns = [], itertools.chain.from_iterable(zip(*orders))
+    for h in turns:
+        if h not in taken:
+            taken.append(h)
+    assert hosts.tolist() == taken[:len(hosts)]
 
 
 def _record_sub_solves(monkeypatch) -> list[dict]:
