@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from packer.model.build import GoalWeights
 from packer.model.metrics import evaluate, violations
-from packer.solvers import patterns, solve_milp
+from packer.solvers import patterns, run, solve_milp
 from packer.solvers.clock import SearchClock
 from packer.solvers.patterns import (FILL_WORK_PER_HOST, FULL_PATTERN_VISIT_WORK, GRIDS, Classes, _fill, _price, _price_by_table, _unique_rows,
                                      column_generation, dive,
@@ -155,8 +155,6 @@ def test_a_full_repack_reports_the_pattern_bound_and_never_ends_above_its_packin
 
 def test_where_the_engine_re_solves_the_whole_instance_column_generation_only_bounds_it(monkeypatch):
     # 40 tasks on 10 hosts: CP-SAT re-solves all of it, so column generation gets a small share for its bound and packs nothing.
-    from packer.solvers import run
-
     limits, packings = [], []
     cg, pack = run.column_generation, run.pattern_packing
     monkeypatch.setattr(run, "column_generation", lambda *a, **k: limits.append(k["time_limit"]) or cg(*a, **k))
@@ -173,8 +171,6 @@ def test_where_the_engine_re_solves_the_whole_instance_column_generation_only_bo
 def test_where_no_packing_is_built_from_the_columns_the_engine_gets_the_packings_share():
     # 600 tasks: column generation gives up after one iteration, on classes rounded too much for a packing. The packing's
     # share (a quarter of the limit) was charged all the same, and the engine searched for half of a 2-s solve.
-    from packer.solvers import run
-
     problem = random_problem(0, 600, 150, sens=True, max_moves=None)
     result = run_solver(problem, "engine", time_limit=2, deterministic=True)
     assert result.stats["bound"]["pattern_gave_up"] and "pattern_packing" not in result.stats["bound"]
@@ -185,8 +181,6 @@ def test_a_deterministic_clock_charges_column_generation_its_work_not_its_whole_
     # 600 tasks, 2 s of work: column generation gives up after ~0.26 s of work (its iterations and setup). Charged its
     # whole share (0.5 s), the engine had 1.5 s. At 10 s of work (seed 6) it converges after ~0.4 s of its 2.5, and the
     # full repack, left 7.5 s, ended above the 400-move plan (196.06 against 196.44; left 9.56 s, 195.68).
-    from packer.solvers import run
-
     problem = random_problem(0, 600, 150, sens=True, max_moves=None)
     result = run_solver(problem, "engine", time_limit=2, deterministic=True)
     assert result.stats["bound"]["pattern_gave_up"]
@@ -346,8 +340,6 @@ def test_triplets_pack_into_full_hosts():
     (True, True, True, ["master", "dive", "full"]),  # the only case where reaching the rounded-up bound proves a packing optimal
     (True, False, True, ["master", "full"]), (True, True, False, ["master", "full"]), (False, True, True, ["full", "master"])])
 def test_the_likelier_packing_runs_first_with_most_of_the_time(monkeypatch, converged, whole_costs, exact, order):
-    from packer.solvers import patterns
-
     problem = small_problem([0.3, 0.45, 0.7] * 4, [1.0] * 12, [1.0] * 12, np.arange(12), weights=PRIMARY_ONLY)
     found = column_generation(problem, time_limit=2)
     assert found.classes.exact
