@@ -25,6 +25,7 @@ from packer.solvers.bounds import ArchMix, freeable_cost_bound, repack_cost_boun
 from packer.model.state import PlacementState
 from packer.solvers.clock import SearchClock
 from packer.solvers.engine import EngineConfig, _lns, construct_repack, solve_engine
+from packer.solvers.result import SolveResult
 from packer.errors import InputError
 from packer.solvers.run import check_support, engine_bound, run_solver
 from problems import known_optimum_problem, random_problem, small_problem
@@ -788,6 +789,14 @@ def test_cp_sat_takes_a_wall_limit_below_its_reproducible_searchs_safety_net():
     assert cpsat_solver(0, 2.0, deterministic=True, wall_limit=net + 1).parameters.max_time_in_seconds == pytest.approx(net)
 
 
+def test_cp_sat_leaves_presolves_probing_out_only_when_asked():
+    from packer.solvers.cpsat import cpsat_solver
+
+    assert cpsat_solver(0, 2.0).parameters.cp_model_probing_level == 2
+    assert cpsat_solver(0, 2.0, deterministic=True).parameters.cp_model_probing_level == 2
+    assert cpsat_solver(0, 2.0, probing=False).parameters.cp_model_probing_level == 0
+
+
 def test_within_task_cap_takes_hosts_in_order_while_their_movable_tasks_fit():
     # Hosts 0-3 hold 3, 1, 2 and 0 tasks; the second task on host 2 is pinned and does not count.
     movable = np.array([True, True, True, True, True, False])
@@ -802,7 +811,6 @@ def test_pools_whose_searches_ended_early_say_so_in_the_merged_result(monkeypatc
     from packer.model.build import RuleOptions, make_rules
     from packer.rules.pools import Pools
     from packer.solvers import run
-    from packer.solvers.result import SolveResult
 
     base = random_problem(5, 40, 12, max_moves=6)
     problem = dataclasses.replace(base, rules=make_rules(RuleOptions(max_moves=6), pools=Pools(np.arange(12) % 3, ("a", "b", "c"))))
@@ -915,9 +923,28 @@ def test_a_full_repack_that_stalls_re_solves_the_hosts_with_stranded_room_with_c
     portfolio = [call for call in calls if call.get("deterministic") is False]
     assert chosen and len(portfolio) == len(chosen)
     for call, hosts in zip(portfolio, chosen):
-        assert set(hosts.tolist()) <= call["hosts"] and call["num_workers"] == 2
+        assert set(hosts.tolist()) <= call["hosts"] and call["num_workers"] == 2 and call["probing"] is False
         assert call["time_limit"] <= engine.STRANDED_TIME * 0.05 + 1e-12
     assert violations(problem, result.assign) == []
+
+
+def test_a_stranded_room_neighbourhood_that_gains_is_followed_by_another(monkeypatch):
+    # Only the first stranded-room sub-solve gains (a stand-in for CP-SAT that keeps the placement and reports one unit
+    # less); before the rule, two ordinary neighbourhoods came after it again.
+    kinds = []
+
+    def sub_solve(problem, assign, tasks, hosts, **kwargs):
+        stranded = kwargs.get("deterministic") is False
+        gain = 1.0 if stranded and "stranded" not in kinds else 0.0
+        kinds.append("stranded" if stranded else "ordinary")
+        return SolveResult(assign=assign.copy(), status="feasible", objective=evaluate(problem, assign).objective - gain,
+                           bound=-np.inf, solver="cpsat", wall_s=0.01, stats={"solve_s": 0.01, "deterministic_s": 0.01})
+
+    monkeypatch.setattr(engine, "solve_subproblem", sub_solve)
+    problem = random_problem(5, 60, 20, max_moves=None, weights=GoalWeights(fragmentation=0.0, moves=0.0))
+    _lns(PlacementState(problem, problem.current), EngineConfig(time_limit=0.5, lns_hosts=4, lns_time=0.05),
+         np.random.default_rng(0), SearchClock(0.5), lambda *a: None)
+    assert kinds[:6] == ["ordinary", "ordinary", "stranded", "stranded", "ordinary", "stranded"]
 
 
 @pytest.mark.parametrize("max_moves, deterministic", [(None, True), (30, False)])

@@ -39,6 +39,14 @@ plan on every run; the wall-clock limit is then a safety net at
 ``wall_limit`` where a caller on a wall clock has less time left (the sub-solves of a
 neighbourhood search, :mod:`packer.solvers.engine`: it binds on the last of them).
 Otherwise ``num_workers`` threads race and the result may vary between runs.
+
+Probing. Presolve's probing runs in one thread before the search starts. On a
+neighbourhood of 400 tasks over 156 hosts (62,500 booleans, a full repack of 37,000
+tasks) it took 2.1 s of a 5-s sub-solve, with the second core idle, and added 1.7
+million clauses. ``probing=False`` leaves it out: the engine does so for its parallel
+neighbourhoods of stranded room, where the same neighbourhoods then gained about 1.5
+times as much (benchmarks/RESULTS.md). Exact solves of whole instances keep it (it
+serves their proofs).
 """
 from __future__ import annotations
 
@@ -161,9 +169,9 @@ def set_default_workers(threads: int) -> None:
 
 
 def cpsat_solver(seed: int, time_limit: float, num_workers: int | None = None, deterministic: bool = False,
-                 wall_limit: float | None = None) -> cp_model.CpSolver:
+                 wall_limit: float | None = None, probing: bool = True) -> cp_model.CpSolver:
     """A CP-SAT solver with packer's parameters (module doc); ``time_limit`` and ``wall_limit`` in seconds; ``num_workers``
-    None: the default above."""
+    None: the default above; ``probing``: False leaves out presolve's probing (module doc)."""
     solver = cp_model.CpSolver()
     params = solver.parameters
     params.random_seed = int(seed)
@@ -176,6 +184,8 @@ def cpsat_solver(seed: int, time_limit: float, num_workers: int | None = None, d
     if deterministic:
         params.interleave_search = True
         params.max_deterministic_time = float(time_limit)
+    if not probing:
+        params.cp_model_probing_level = 0
     return solver
 
 
@@ -200,7 +210,7 @@ def solve_cpsat(problem: PlacementProblem, *, time_limit: float = 10.0, seed: in
 
 def solve_subproblem(problem: PlacementProblem, assign: np.ndarray, tasks_subset: np.ndarray, hosts_subset: np.ndarray,
                      time_limit: float = 1.0, *, seed: int = 0, num_workers: int | None = None, deterministic: bool = True,
-                     wall_limit: float | None = None, max_changes: int | None = None) -> SolveResult:
+                     wall_limit: float | None = None, max_changes: int | None = None, probing: bool = True) -> SolveResult:
     """Re-optimize the placement of ``tasks_subset`` over ``hosts_subset`` with every other task fixed (large-neighbourhood search).
 
     ``assign`` (T,) must be a valid placement; the free tasks may also stay where it
@@ -212,20 +222,21 @@ def solve_subproblem(problem: PlacementProblem, assign: np.ndarray, tasks_subset
     instance). Rules the exact model cannot state are left out (the caller checks
     them on the result). Deterministic for a seed by default (see the module doc). ``time_limit`` in seconds; ``wall_limit``
     (seconds) caps a deterministic search's wall clock below its safety net (module doc); ``max_changes``: at most that
-    many free tasks leave their host in ``assign`` (:func:`~packer.solvers.exact.build_exact_model`).
+    many free tasks leave their host in ``assign`` (:func:`~packer.solvers.exact.build_exact_model`); ``probing``: as in
+    :func:`cpsat_solver`.
     """
     t0 = time.perf_counter()
     model = build_exact_model(problem, assign, tasks_subset, hosts_subset, max_changes)
-    return solve_model(model, time_limit, seed, num_workers, deterministic, t0, wall_limit)
+    return solve_model(model, time_limit, seed, num_workers, deterministic, t0, wall_limit, probing)
 
 
 def solve_model(model: ExactModel, time_limit: float, seed: int, num_workers: int | None, deterministic: bool, t0: float,
-                wall_limit: float | None = None) -> SolveResult:
+                wall_limit: float | None = None, probing: bool = True) -> SolveResult:
     """Solve ``model`` with CP-SAT; the result's placement is re-checked and its objective recomputed."""
     form = model.form
     with interrupt.stoppable():
         cp, handles = to_cpsat(model)
-    solver = cpsat_solver(seed, time_limit, num_workers, deterministic, wall_limit)
+    solver = cpsat_solver(seed, time_limit, num_workers, deterministic, wall_limit, probing)
     code = interrupt.run_stoppable(lambda: solver.solve(cp), solver.stop_search)
     interrupted = interrupt.stop_requested()
     stopped_early = False

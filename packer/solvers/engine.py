@@ -859,7 +859,8 @@ NOTHING_TO_MOVE = "no neighbourhood within the task cap holds a task that may mo
 #: latter ran to its wall-clock cap (15 s for 3 s of work, 1,196 neighbourhoods) and was no longer reproducible.
 NEIGHBOURHOOD_WORK = 0.02
 #: In a full repack on a wall clock, after this many neighbourhoods in a row without a gain, every other one is of
-#: stranded room (:func:`stranded_room_hosts`).
+#: stranded room (:func:`stranded_room_hosts`); and one that gains is followed by another (on the paper-scale P99 fleet
+#: of 37,000 tasks only they gained, and two others took ~4 s before each).
 STRANDED_AFTER = 2
 #: A stranded-room sub-solve's time, as a multiple of ``EngineConfig.lns_time`` (at 2.5 s it freed 2-4 hosts where 5 s freed 5-7).
 STRANDED_TIME = 2.5
@@ -915,6 +916,7 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
         log.error("the construction broke a rule (%s); no neighbourhood search", "; ".join(broken))
         return Search(state, None, searched)
     stale = empties = 0
+    stranded_gained = False  # the last neighbourhood was of stranded room, and gained
     # Neighbourhoods grow by this factor (hosts and seconds) after GROW_AFTER in a row gain nothing, until the task cap
     # trims one or one holds every host; the whole instance (within the cap) is re-solved once.
     scale, fully_grown, whole_tried = 1, False, False
@@ -993,7 +995,7 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
         empty = np.flatnonzero((state.count == 0) & state.receiver)
         cheap = empty[np.argsort(price[empty], kind="stable")][:max(2, size // 4)]
         seconds = min(config.lns_time * scale, clock.remaining())
-        stranded = use_stranded and stale >= STRANDED_AFTER and stale % 2 == 0
+        stranded = use_stranded and (stranded_gained or (stale >= STRANDED_AFTER and stale % 2 == 0))
         if stranded:
             hosts = np.union1d(stranded_room_hosts(state, open_hosts, NEIGHBOURHOOD_TASKS, rng), cheap)
             # Longer, but leaving the loop's one lns_time for a last ordinary neighbourhood rather than past the limit.
@@ -1018,8 +1020,11 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
             clock.spend(NEIGHBOURHOOD_WORK)
             continue
         empties = 0
-        portfolio = {"deterministic": False, "num_workers": 2} if stranded else {}
-        if sub_solve(tasks, hosts, seconds, **portfolio)[1]:
+        # Without presolve's probing, which runs in one thread: 2.1 s of a 5-s stranded sub-solve at 37,000 tasks.
+        portfolio = {"deterministic": False, "num_workers": 2, "probing": False} if stranded else {}
+        kept = sub_solve(tasks, hosts, seconds, **portfolio)[1]
+        stranded_gained = stranded and kept
+        if kept:
             stale = 0
             if _at_target(state, config.primary_target):
                 break
