@@ -45,8 +45,8 @@ neighbourhood of 400 tasks over 156 hosts (62,500 booleans, a full repack of 37,
 tasks) it took 2.1 s of a 5-s sub-solve, with the second core idle, and added 1.7
 million clauses. ``probing=False`` leaves it out: the engine does so for its parallel
 neighbourhoods of stranded room, where the same neighbourhoods then gained about 1.5
-times as much (benchmarks/RESULTS.md). Exact solves of whole instances keep it (it
-serves their proofs).
+times as much (benchmarks/RESULTS.md). Every other solve keeps it: the exact solves
+and the engine's other neighbourhoods were not measured without it.
 """
 from __future__ import annotations
 
