@@ -28,8 +28,8 @@ engine therefore works host by host, on one :class:`~packer.model.state.Placemen
    sensitivity excess) are re-solved with CP-SAT with everything else fixed;
    improvements are kept. In a full repack on a wall clock, once two in a row gain nothing,
    every other neighbourhood is the hosts of one architecture, drawn at random, with the most room
-   stranded in each dimension in turn (:func:`stranded_room_hosts`), and one such that gains is
-   followed by another.
+   stranded in each dimension in turn (:func:`stranded_room_hosts`); a stranded-room neighbourhood
+   that gains is followed by another.
    After :data:`GROW_AFTER` neighbourhoods in a row without a gain, neighbourhoods
    grow: twice the hosts and twice the seconds, up to :data:`NEIGHBOURHOOD_TASKS`
    movable tasks, and up to the whole instance. Where one neighbourhood holds the whole
