@@ -825,45 +825,64 @@ def test_pools_whose_searches_ended_early_say_so_in_the_merged_result(monkeypatc
     assert "timed_out" not in result.stats
 
 
-def test_stranded_room_hosts_are_one_architectures_taken_in_turn_by_most_room_in_each_dimension_within_the_task_cap():
-    # Room as a share of capacity: h0 (0.5 cpu), h1 (0.9 mem), h2 (0.3 of each), h3 (full), h4 (0.6 cpu, 3 tasks);
-    # h5, of another architecture, (0.9 of each).
+def test_most_stranded_room_takes_hosts_in_turn_by_most_room_in_each_dimension_within_the_task_cap():
+    # Room as a share of capacity: h0 (0.5 cpu), h1 (0.9 mem), h2 (0.3 of each), h3 (full), h4 (0.6 cpu, 3 tasks).
+    state, _ = _two_architectures()
+    arch_a = np.arange(5)
+    # In turn: most cpu room (h4), most memory room (h1), then the next of each (h0, h2), then h3.
+    assert engine.most_stranded_room(state, arch_a, 10).tolist() == [4, 1, 0, 2, 3]
+    assert engine.most_stranded_room(state, arch_a, 4).tolist() == [4, 1]  # h0's task would pass the cap
+    assert engine.most_stranded_room(state, arch_a, 6).tolist() == [4, 1, 0, 2]
+    assert engine.most_stranded_room(state, arch_a, 0).tolist() == [4, 1]  # a neighbourhood has two hosts at least
+
+
+def test_stranded_room_hosts_draw_two_architectures_or_more_each_within_an_equal_share_of_the_task_cap():
+    state, problem = _two_architectures()
+    rng = np.random.default_rng(0)
+    # Both architectures every time (in either order), 5 tasks each: h4, h1, h0 of a (h2's task would pass 5), and h5,
+    # b's only host.
+    drawn = {tuple(engine.stranded_room_hosts(state, np.arange(6), 10, rng).tolist()) for _ in range(20)}
+    assert drawn == {(4, 1, 0, 5), (5, 4, 1, 0)}
+    # One architecture open: all of the cap is its.
+    assert engine.stranded_room_hosts(state, np.arange(5), 10, rng).tolist() == [4, 1, 0, 2, 3]
+
+
+def _two_architectures() -> tuple[PlacementState, PlacementProblem]:
+    """Five hosts of architecture a (h4 holds three tasks, the others one each) and h5 of b, with room (a share of
+    capacity) h0 0.5 cpu, h1 0.9 memory, h2 0.3 of each, h3 none, h4 0.6 cpu, h5 0.9 of each."""
     one_dim = small_problem([0.5, 0.1, 0.7, 1.0, 0.1, 0.1, 0.2, 0.1], [1.0] * 6, [1.0] * 6, [0, 1, 2, 3, 4, 4, 4, 5])
     problem = dataclasses.replace(
         one_dim, dims=("cpu", "mem"), frag_dims=(0, 1), capacity=np.ones((6, 2)), arch_names=np.array(["a", "b"]),
         host_arch=np.array([0, 0, 0, 0, 0, 1]), eligible=np.ones((8, 2), dtype=bool),
         demand=np.array([[0.5, 1.0], [1.0, 0.1], [0.7, 0.7], [1.0, 1.0], [0.1, 0.1], [0.1, 0.1], [0.2, 0.8], [0.1, 0.1]]))
-    state = PlacementState(problem, problem.current)
-    rng = np.random.default_rng(0)
-    arch_a = np.arange(5)
-    # In turn: most cpu room (h4), most memory room (h1), then the next of each (h0, h2), then h3.
-    assert engine.stranded_room_hosts(state, arch_a, 10, rng).tolist() == [4, 1, 0, 2, 3]
-    assert engine.stranded_room_hosts(state, arch_a, 4, rng).tolist() == [4, 1]  # h0's task would pass the cap
-    assert engine.stranded_room_hosts(state, arch_a, 6, rng).tolist() == [4, 1, 0, 2]
-    assert engine.stranded_room_hosts(state, arch_a, 0, rng).tolist() == [4, 1]  # a neighbourhood has two hosts at least
-    drawn = [engine.stranded_room_hosts(state, np.arange(6), 10, rng).tolist() for _ in range(20)]
-    assert {tuple(hosts) for hosts in drawn} == {(4, 1, 0, 2, 3), (5,)}  # one architecture each time, both drawn
+    return PlacementState(problem, problem.current), problem
 
 
 @settings(max_examples=100, deadline=None)
 @given(seed=st.integers(0, 10_000), n_tasks=st.integers(1, 40), n_hosts=st.integers(1, 12), cap=st.integers(0, 40))
-def test_stranded_room_hosts_are_distinct_open_hosts_of_one_architecture_in_turn_by_dimension_within_the_cap(seed, n_tasks, n_hosts, cap):
+def test_stranded_room_hosts_are_distinct_open_hosts_of_two_architectures_or_more_each_in_turn_by_dimension(seed, n_tasks,
+                                                                                                         n_hosts, cap):
     problem = random_problem(seed, n_tasks, n_hosts)
     state = PlacementState(problem, problem.current)
     open_hosts = np.flatnonzero(state.count > 0)
     hosts = engine.stranded_room_hosts(state, open_hosts, cap, np.random.default_rng(seed))
-    mine = open_hosts[problem.host_arch[open_hosts] == problem.host_arch[hosts[0]]]
-    assert len(set(hosts.tolist())) == len(hosts) and set(hosts.tolist()) <= set(mine.tolist())
-    assert len(hosts) == len(mine) or state.count[hosts].sum() <= cap or len(hosts) == 2
-    assert len(hosts) >= min(2, len(mine))
-    # Each host is the first not yet taken of some dimension's order by most room, at its turn.
-    room = state.room_share(mine)
-    orders = [mine[np.argsort(-room[:, d], kind="stable")].tolist() for d in range(room.shape[1])]
-    taken, turns = [], itertools.chain.from_iterable(zip(*orders))
-    for h in turns:
-        if h not in taken:
-            taken.append(h)
-    assert hosts.tolist() == taken[:len(hosts)]
+    assert len(set(hosts.tolist())) == len(hosts) and set(hosts.tolist()) <= set(open_hosts.tolist())
+    drawn = list(dict.fromkeys(problem.host_arch[hosts].tolist()))  # in the order they were drawn
+    assert len(drawn) >= min(2, len(np.unique(problem.host_arch[open_hosts])))
+    share = cap // len(drawn)
+    for a in drawn:
+        mine = open_hosts[problem.host_arch[open_hosts] == a]
+        taken = hosts[problem.host_arch[hosts] == a]
+        assert len(taken) == len(mine) or state.count[taken].sum() <= share or len(taken) == 2
+        assert len(taken) >= min(2, len(mine))
+        # Each host is the first not yet taken of some dimension's order by most room, at its turn.
+        room = state.room_share(mine)
+        orders = [mine[np.argsort(-room[:, d], kind="stable")].tolist() for d in range(room.shape[1])]
+        turns, order = itertools.chain.from_iterable(zip(*orders)), []
+        for h in turns:
+            if h not in order:
+                order.append(h)
+        assert taken.tolist() == order[:len(taken)]
 
 
 def _record_sub_solves(monkeypatch) -> list[dict]:

@@ -27,8 +27,8 @@ engine therefore works host by host, on one :class:`~packer.model.state.Placemen
    current frontier (the cheapest-to-free hosts still open, and hosts with
    sensitivity excess) are re-solved with CP-SAT with everything else fixed;
    improvements are kept. In a full repack on a wall clock, once two in a row gain nothing,
-   every other neighbourhood is the hosts of one architecture, drawn at random, with the most room
-   stranded in each dimension in turn (:func:`stranded_room_hosts`); a stranded-room neighbourhood
+   every other neighbourhood is the hosts of two or more architectures, drawn at random, with the most
+   room stranded in each dimension in turn (:func:`stranded_room_hosts`); a stranded-room neighbourhood
    that gains is followed by another.
    After :data:`GROW_AFTER` neighbourhoods in a row without a gain, neighbourhoods
    grow: twice the hosts and twice the seconds, up to :data:`NEIGHBOURHOOD_TASKS`
@@ -1059,21 +1059,36 @@ def _within_task_cap(problem: PlacementProblem, assign: np.ndarray, hosts: np.nd
 
 
 def stranded_room_hosts(state: PlacementState, open_hosts: np.ndarray, max_tasks: int, rng: np.random.Generator) -> np.ndarray:
-    """Open hosts of one architecture (drawn at random among those of ``open_hosts``), taken in turn by the most room in
-    each dimension (a share of capacity), as many as hold at most ``max_tasks`` tasks (but at least two hosts, where the
-    architecture has two open).
+    """Open hosts of a few architectures drawn at random among those of ``open_hosts`` (two to all of them, where they
+    are two or more), each taken by :func:`most_stranded_room` within an equal share of ``max_tasks`` tasks.
 
     Room left in one dimension only is stranded: no task fits it while the host is full in
     another. Hosts with CPU to spare and hosts with memory to spare, re-solved together, can
     trade tasks until some of them empty: on the known-optimum family (5,000 tasks, 16 hosts of
     room left, 3 of it usable where it lies) one such neighbourhood of ~50 hosts freed 5-7 hosts,
-    where the neighbourhoods of seeds and the most summed room had stopped gaining. The most room
-    in any one dimension picked, on a P99 fleet of 5,000 tasks, the same Skylake14 hosts every time,
-    for network no task needs, and freed nothing; ten neighbourhoods of one architecture each, taken
-    in turn by dimension, freed 22 of 1,546 cost units (benchmarks/RESULTS.md).
+    where the neighbourhoods of seeds and the most summed room had stopped gaining. Hosts of several
+    architectures can also trade tasks across architectures. On the paper-scale P99 plan of 37,000
+    tasks, 16 such neighbourhoods of 5 s, each from the same plan, gained 19 and 30 cost units with one
+    architecture, 68 and 86 with two, 95 and 107 with three, 127 with four and 147 with all six; the
+    300-s full repack ended at TCO 12,915 where one architecture's had ended at 12,946-12,967
+    (benchmarks/RESULTS.md). Two or more at random, not always all: from one plan, 30 neighbourhoods
+    of all six gained 64.5 cost units, of two to six at random 72.6 (all six draw the same hosts each time, but for what earlier ones changed).
     """
     arch = state.p.host_arch[open_hosts]
-    hosts = open_hosts[arch == rng.choice(np.unique(arch))]
+    present = np.unique(arch)
+    drawn = rng.choice(present, size=int(rng.integers(2, len(present) + 1)) if len(present) > 1 else 1, replace=False)
+    share = max_tasks // len(drawn)
+    return np.concatenate([most_stranded_room(state, open_hosts[arch == a], share) for a in drawn])
+
+
+def most_stranded_room(state: PlacementState, hosts: np.ndarray, max_tasks: int) -> np.ndarray:
+    """``hosts`` taken in turn by the most room in each dimension (a share of capacity), as many as hold at most
+    ``max_tasks`` tasks (but at least two, where there are two).
+
+    The most room in any one dimension picked, on a P99 fleet of 5,000 tasks, the same Skylake14
+    hosts every time, for network no task needs, and freed nothing; ten neighbourhoods of one
+    architecture each, taken in turn by dimension, freed 22 of 1,546 cost units (benchmarks/RESULTS.md).
+    """
     room = state.room_share(hosts)
     dims = room.shape[1]
     # The k-th most room in dimension d comes at turn k·D + d; a host is taken at its first turn.
