@@ -1059,8 +1059,8 @@ def _within_task_cap(problem: PlacementProblem, assign: np.ndarray, hosts: np.nd
 
 
 def stranded_room_hosts(state: PlacementState, open_hosts: np.ndarray, max_tasks: int, rng: np.random.Generator) -> np.ndarray:
-    """Open hosts of a few architectures drawn at random among those of ``open_hosts`` (two to all of them, where they
-    are two or more), each taken by :func:`most_stranded_room` within an equal share of ``max_tasks`` tasks.
+    """Open hosts of two or more architectures drawn at random among those of ``open_hosts`` (two to all of them; one
+    where only one is open), each taken by :func:`most_stranded_room` within an equal share of ``max_tasks`` tasks.
 
     Room left in one dimension only is stranded: no task fits it while the host is full in
     another. Hosts with CPU to spare and hosts with memory to spare, re-solved together, can
@@ -1070,14 +1070,16 @@ def stranded_room_hosts(state: PlacementState, open_hosts: np.ndarray, max_tasks
     architectures can also trade tasks across architectures. On the paper-scale P99 plan of 37,000
     tasks, 16 such neighbourhoods of 5 s, each from the same plan, gained 19 and 30 cost units with one
     architecture, 68 and 86 with two, 95 and 107 with three, 127 with four and 147 with all six; the
-    300-s full repack ended at TCO 12,915 where one architecture's had ended at 12,946-12,967
-    (benchmarks/RESULTS.md). Two or more at random, not always all: from one plan, 30 neighbourhoods
-    of all six gained 64.5 cost units, of two to six at random 72.6 (all six draw the same hosts each time, but for what earlier ones changed).
+    300-s full repack ended at TCO 12,915 and 12,911 where one architecture's had ended at 12,946-12,967
+    (benchmarks/RESULTS.md). Two or more at random, not always all: from one plan, 30 neighbourhoods of all
+    six gained 64.5 cost units, of two to six at random 72.6 (all six draw the same hosts each time, but for
+    what earlier ones changed).
     """
     arch = state.p.host_arch[open_hosts]
     present = np.unique(arch)
-    drawn = rng.choice(present, size=int(rng.integers(2, len(present) + 1)) if len(present) > 1 else 1, replace=False)
-    share = max_tasks // len(drawn)
+    how_many = int(rng.integers(2, len(present) + 1)) if len(present) > 1 else 1
+    drawn = rng.choice(present, size=how_many, replace=False)
+    share = max_tasks // how_many
     return np.concatenate([most_stranded_room(state, open_hosts[arch == a], share) for a in drawn])
 
 
