@@ -827,7 +827,7 @@ def test_pools_whose_searches_ended_early_say_so_in_the_merged_result(monkeypatc
 
 def test_most_stranded_room_takes_hosts_in_turn_by_most_room_in_each_dimension_within_the_task_cap():
     # Room as a share of capacity: h0 (0.5 cpu), h1 (0.9 mem), h2 (0.3 of each), h3 (full), h4 (0.6 cpu, 3 tasks).
-    state, _ = _two_architectures()
+    state = _two_architectures()
     arch_a = np.arange(5)
     # In turn: most cpu room (h4), most memory room (h1), then the next of each (h0, h2), then h3.
     assert engine.most_stranded_room(state, arch_a, 10).tolist() == [4, 1, 0, 2, 3]
@@ -837,7 +837,7 @@ def test_most_stranded_room_takes_hosts_in_turn_by_most_room_in_each_dimension_w
 
 
 def test_stranded_room_hosts_draw_two_architectures_or_more_each_within_an_equal_share_of_the_task_cap():
-    state, problem = _two_architectures()
+    state = _two_architectures()
     rng = np.random.default_rng(0)
     # Both architectures every time (in either order), 5 tasks each: h4, h1, h0 of a (h2's task would pass 5), and h5,
     # b's only host.
@@ -847,7 +847,7 @@ def test_stranded_room_hosts_draw_two_architectures_or_more_each_within_an_equal
     assert engine.stranded_room_hosts(state, np.arange(5), 10, rng).tolist() == [4, 1, 0, 2, 3]
 
 
-def _two_architectures() -> tuple[PlacementState, PlacementProblem]:
+def _two_architectures() -> PlacementState:
     """Five hosts of architecture a (h4 holds three tasks, the others one each) and h5 of b, with room (a share of
     capacity) h0 0.5 cpu, h1 0.9 memory, h2 0.3 of each, h3 none, h4 0.6 cpu, h5 0.9 of each."""
     one_dim = small_problem([0.5, 0.1, 0.7, 1.0, 0.1, 0.1, 0.2, 0.1], [1.0] * 6, [1.0] * 6, [0, 1, 2, 3, 4, 4, 4, 5])
@@ -855,7 +855,7 @@ def _two_architectures() -> tuple[PlacementState, PlacementProblem]:
         one_dim, dims=("cpu", "mem"), frag_dims=(0, 1), capacity=np.ones((6, 2)), arch_names=np.array(["a", "b"]),
         host_arch=np.array([0, 0, 0, 0, 0, 1]), eligible=np.ones((8, 2), dtype=bool),
         demand=np.array([[0.5, 1.0], [1.0, 0.1], [0.7, 0.7], [1.0, 1.0], [0.1, 0.1], [0.1, 0.1], [0.2, 0.8], [0.1, 0.1]]))
-    return PlacementState(problem, problem.current), problem
+    return PlacementState(problem, problem.current)
 
 
 @settings(max_examples=100, deadline=None)

@@ -993,8 +993,8 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
         cheap = empty[np.argsort(price[empty], kind="stable")][:max(2, size // 4)]
         seconds = min(config.lns_time * scale, clock.remaining())
         # Every other neighbourhood is of stranded room, the first among them, and one that gains is followed by another:
-        # on the paper-scale P99 fleet of 37,000 tasks only they gained. Before, they came after two others without a gain
-        # (5,000-task P99 fleets, seeds 0-4, 60 s: summed objective 8,783.9 now against 8,796.0).
+        # on the paper-scale P99 fleet of 37,000 tasks only they gained. From the first rather than after two others without
+        # a gain: on 5,000-task P99 fleets (seeds 0-4, 60 s) a summed objective of 8,783.9 against 8,796.0.
         stranded = use_stranded and (stranded_gained or stale % 2 == 0)
         if stranded:
             hosts = np.union1d(stranded_room_hosts(state, open_hosts, NEIGHBOURHOOD_TASKS, rng), cheap)
