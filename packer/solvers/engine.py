@@ -913,7 +913,6 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
         log.error("the construction broke a rule (%s); no neighbourhood search", "; ".join(broken))
         return Search(state, None, searched)
     stale = empties = 0
-    stranded_gained = False  # the last neighbourhood was of stranded room, and gained
     # Neighbourhoods grow by this factor (hosts and seconds) after GROW_AFTER in a row gain nothing, until the task cap
     # trims one or one holds every host; the whole instance (within the cap) is re-solved once.
     scale, fully_grown, whole_tried = 1, False, False
@@ -992,10 +991,11 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
         empty = np.flatnonzero((state.count == 0) & state.receiver)
         cheap = empty[np.argsort(price[empty], kind="stable")][:max(2, size // 4)]
         seconds = min(config.lns_time * scale, clock.remaining())
-        # Every other neighbourhood is of stranded room, the first among them, and one that gains is followed by another:
-        # on the paper-scale P99 fleet of 37,000 tasks only they gained. From the first rather than after two others without
-        # a gain: on 5,000-task P99 fleets (seeds 0-4, 60 s) a summed objective of 8,783.9 against 8,796.0.
-        stranded = use_stranded and (stranded_gained or stale % 2 == 0)
+        # Every other neighbourhood is of stranded room, the first among them and the one after any gain (``stale`` is 0
+        # then), so one that gains is followed by another: on the paper-scale P99 fleet of 37,000 tasks only they gained.
+        # From the first rather than after two others without a gain: on 5,000-task P99 fleets (seeds 0-4, 60 s) a summed
+        # objective of 8,783.9 against 8,796.0.
+        stranded = use_stranded and stale % 2 == 0
         if stranded:
             hosts = np.union1d(stranded_room_hosts(state, open_hosts, NEIGHBOURHOOD_TASKS, rng), cheap)
             # Longer, but leaving the loop's one lns_time for a last ordinary neighbourhood rather than past the limit.
@@ -1022,9 +1022,7 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
         empties = 0
         # Without presolve's probing, which runs in one thread: 2.1 s of a 5-s stranded sub-solve at 37,000 tasks.
         portfolio = {"deterministic": False, "num_workers": 2, "probing": False} if stranded else {}
-        kept = sub_solve(tasks, hosts, seconds, **portfolio)[1]
-        stranded_gained = stranded and kept
-        if kept:
+        if sub_solve(tasks, hosts, seconds, **portfolio)[1]:
             stale = 0
             if _at_target(state, config.primary_target):
                 break
