@@ -988,3 +988,38 @@ def test_a_primary_cost_at_its_bound_ends_the_search_only_without_an_interferenc
         at_target = solve_engine(problem, dataclasses.replace(config, primary_target=reached))
         expected = solve_engine(problem, config if lns_at_target else dataclasses.replace(config, lns=False))
         assert np.array_equal(at_target.assign, expected.assign)
+
+
+def test_lowest_within_frees_the_hosts_of_highest_weight_per_task_first_and_the_last_in_part():
+    # h0 holds two tasks (cost 1: 0.5 a task), h1 one (cost 3), h2 one (cost 2); h3 is empty. Today: 6.
+    problem = small_problem([1.0] * 4, [10.0] * 4, [1.0, 3.0, 2.0, 1.0], [0, 0, 1, 2])
+    assert [engine.lowest_within(problem, moves) for moves in (0, 1, 2, 3, 4, 10)] == pytest.approx([6, 3, 1, 0.5, 0, 0])
+    pinned = small_problem([1.0] * 4, [10.0] * 4, [1.0, 3.0, 2.0, 1.0], [0, 0, 1, 2], movable=np.array([True] * 3 + [False]))
+    assert engine.lowest_within(pinned, 10) == pytest.approx(2)  # h2 holds a pinned task
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), n_tasks=st.integers(1, 30), n_hosts=st.integers(1, 10), moves=st.integers(0, 30))
+def test_no_plan_within_a_budget_is_below_lowest_within(seed, n_tasks, n_hosts, moves):
+    problem = random_problem(seed, n_tasks, n_hosts, max_moves=moves)
+    plan = solve_engine(problem, EngineConfig(time_limit=0.3, deterministic=True, seed=seed)).assign
+    assert evaluate(problem, plan).objective >= engine.lowest_within(problem, moves) - 1e-9
+
+
+@pytest.mark.parametrize("default_budget, from_today", [(1, False), (3, True)])
+def test_a_full_repack_leaves_out_todays_placement_where_no_plan_within_the_default_budget_beats_its_best_start(
+        monkeypatch, default_budget, from_today):
+    # Four tasks on four hosts (today: 4); the start given packs them on one (1). Within one move no plan is below 3, so
+    # today's placement is not improved as a start; within three, 1 is reachable, and it is.
+    problem = small_problem([2.0] * 4, [10.0] * 4, [1.0] * 4, [0, 1, 2, 3])
+    monkeypatch.setattr(engine, "BUDGETED_START_MOVES", default_budget)
+    starts = []
+    real = engine._empty_hosts
+
+    def record(state, *args, **kwargs):
+        starts.append(state.assign.tolist())
+        return real(state, *args, **kwargs)
+
+    monkeypatch.setattr(engine, "_empty_hosts", record)
+    solve_engine(problem, EngineConfig(time_limit=1.0, deterministic=True, lns=False), starts=[np.zeros(4, dtype=np.int64)])
+    assert ([0, 1, 2, 3] in starts) == from_today
