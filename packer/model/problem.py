@@ -130,6 +130,11 @@ class PlacementProblem:
         return min(limits) if limits else None
 
     @property
+    def pinned_hosts(self) -> np.ndarray:
+        """(H,) bool: hosts that hold a pinned task today, and so stay open in every plan."""
+        return np.bincount(self.current[~self.movable], minlength=self.n_hosts) > 0
+
+    @property
     def primary_cost(self) -> np.ndarray:
         """(H,) weight of the primary goal per occupied host (:class:`packer.rules.cost.Cost`: cost units or 1); the fleet's cost without one."""
         return next((goal.open_cost(self) for goal in self.goals if goal.primary), self.cost)

@@ -238,9 +238,8 @@ def freeable_cost_bound(problem: PlacementProblem, budget: int | None = None, gr
     """
     budget = problem.max_moves if budget is None else budget
     counts = np.bincount(problem.current, minlength=problem.n_hosts)
-    pinned = np.bincount(problem.current[~problem.movable], minlength=problem.n_hosts) > 0
     limit = np.inf if budget is None else budget
-    emptiable = np.flatnonzero((counts > 0) & ~pinned & (counts <= limit))
+    emptiable = np.flatnonzero((counts > 0) & ~problem.pinned_hosts & (counts <= limit))
     group = np.zeros(problem.n_hosts, dtype=np.int64) if groups is None else np.asarray(groups, dtype=np.int64)
     n_groups = int(group.max(initial=-1)) + 1
     nothing = {"by_group": [{"moves": 0.0, "freed": 0.0} for _ in range(n_groups)]} if groups is not None else {}
@@ -638,8 +637,7 @@ def repack_cost_bound(problem: PlacementProblem, time_limit: float = 30.0, soft:
             bounded = np.isfinite(s_capacity[hosts]).all(axis=0)
             cap[a, hard:] = np.where(bounded, s_capacity[hosts].max(axis=0), 0.0)
             price[a] = np.where(bounded, s_price[hosts].min(axis=0), 0.0)
-    pinned_hosts = np.unique(problem.current[~problem.movable])
-    must_open = np.bincount(problem.host_arch[pinned_hosts], minlength=A)
+    must_open = np.bincount(problem.host_arch[problem.pinned_hosts], minlength=A)
 
     # A task may always stay where it is (even where it is now ineligible); pinned tasks only there.
     signature = problem.eligible.copy()

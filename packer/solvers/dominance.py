@@ -42,8 +42,7 @@ def dominated_open_hosts(state: PlacementState) -> np.ndarray:
     kind, dominates = dominance(p)
     empty_kinds = np.zeros(len(dominates), dtype=bool)
     empty_kinds[kind[(state.count == 0) & state.receiver]] = True
-    pinned = np.bincount(p.current[~p.movable], minlength=p.n_hosts) > 0
-    return np.flatnonzero((state.count > 0) & ~pinned & dominates[empty_kinds].any(axis=0)[kind])
+    return np.flatnonzero((state.count > 0) & ~p.pinned_hosts & dominates[empty_kinds].any(axis=0)[kind])
 
 
 def move_off_dominated_hosts(state: PlacementState, price: np.ndarray) -> int:

@@ -257,8 +257,7 @@ def _try_swap(state: PlacementState, h: int, budget: float, open_mask: np.ndarra
 def _candidate_order(state: PlacementState, rng: np.random.Generator, full_repack: bool) -> np.ndarray:
     """Occupied hosts without a pinned task, in the order the greedy tries to empty them (ties broken by ``rng``)."""
     p = state.p
-    pinned = np.bincount(p.current[~p.movable], minlength=p.n_hosts) > 0
-    cand = np.flatnonzero((state.count > 0) & ~pinned)
+    cand = np.flatnonzero((state.count > 0) & ~p.pinned_hosts)
     if full_repack:
         # Least-used, most expensive capacity first: those are the hosts a cheaper packing closes.
         use = (state.loads[cand][:, list(p.frag_dims)] * state.inv_cap[cand][:, list(p.frag_dims)]).max(axis=1)
@@ -844,8 +843,7 @@ def lowest_within(problem: PlacementProblem, moves: int) -> float:
     """
     p = problem
     count = np.bincount(p.current, minlength=p.n_hosts)
-    pinned = np.bincount(p.current[~p.movable], minlength=p.n_hosts) > 0
-    hosts = np.flatnonzero((count > 0) & ~pinned)
+    hosts = np.flatnonzero((count > 0) & ~p.pinned_hosts)
     rate = p.open_weight[hosts] / count[hosts]
     order = np.argsort(-rate, kind="stable")
     rate, tasks = rate[order], np.cumsum(count[hosts][order])
