@@ -38,11 +38,13 @@ def dominance(problem: PlacementProblem) -> tuple[np.ndarray, np.ndarray]:
 
 def dominated_open_hosts(state: PlacementState) -> np.ndarray:
     """Open hosts without a pinned task that the kind of some empty receiving host dominates (indices, ascending)."""
-    p = state.p
-    kind, dominates = dominance(p)
+    return _dominated_open_hosts(state, *dominance(state.p))
+
+
+def _dominated_open_hosts(state: PlacementState, kind: np.ndarray, dominates: np.ndarray) -> np.ndarray:
     empty_kinds = np.zeros(len(dominates), dtype=bool)
     empty_kinds[kind[(state.count == 0) & state.receiver]] = True
-    return np.flatnonzero((state.count > 0) & ~p.pinned_hosts & dominates[empty_kinds].any(axis=0)[kind])
+    return np.flatnonzero((state.count > 0) & ~state.p.pinned_hosts & dominates[empty_kinds].any(axis=0)[kind])
 
 
 def move_off_dominated_hosts(state: PlacementState, price: np.ndarray) -> int:
@@ -57,7 +59,7 @@ def move_off_dominated_hosts(state: PlacementState, price: np.ndarray) -> int:
     kind, dominates = dominance(state.p)
     empty = (state.count == 0) & state.receiver
     moved = 0
-    for h in dominated_open_hosts(state).tolist():  # a few hundred on a paper-scale fleet
+    for h in _dominated_open_hosts(state, kind, dominates).tolist():  # a few hundred on a paper-scale fleet
         targets = np.flatnonzero(empty & dominates[kind, kind[h]])
         for g in targets[np.argsort(price[targets], kind="stable")][:CANDIDATES].tolist():
             if _move_host(state, h, g):
