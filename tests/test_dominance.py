@@ -21,10 +21,6 @@ from packer.solvers.ffd import capacity_price
 from problems import random_problem, small_problem
 
 
-def _hosts_of(state: PlacementState) -> list[int]:
-    return state.assign.tolist()
-
-
 def test_dominance_needs_no_dearer_and_at_least_as_large_everywhere_and_larger_somewhere():
     # h0 5 cpu cost 1; h1 8 cost 1; h2 8 cost 2; h3 5 cost 1 (h0's twin)
     problem = small_problem([1.0], [5.0, 8.0, 8.0, 5.0], [1.0, 1.0, 2.0, 1.0], [0])
@@ -42,7 +38,7 @@ def test_the_tasks_of_a_dominated_host_move_together_onto_the_empty_host_of_most
     problem = small_problem([3.0, 2.0], [5.0, 8.0, 6.0, 4.0], [1.0] * 4, [0, 0])
     state = PlacementState(problem, problem.current)
     assert move_off_dominated_hosts(state, capacity_price(problem)) == 1
-    assert _hosts_of(state) == [1, 1]
+    assert state.assign.tolist() == [1, 1]
     assert not violations(problem, state.assign)
     assert move_off_dominated_hosts(state, capacity_price(problem)) == 0  # nothing dominates h1
 
@@ -50,10 +46,10 @@ def test_the_tasks_of_a_dominated_host_move_together_onto_the_empty_host_of_most
 def test_hosts_with_a_pinned_task_or_no_dominating_empty_host_stay():
     pinned = small_problem([3.0, 2.0], [5.0, 8.0], [1.0, 1.0], [0, 0], movable=np.array([True, False]))
     state = PlacementState(pinned, pinned.current)
-    assert move_off_dominated_hosts(state, capacity_price(pinned)) == 0 and _hosts_of(state) == [0, 0]
+    assert move_off_dominated_hosts(state, capacity_price(pinned)) == 0 and state.assign.tolist() == [0, 0]
     dearer = small_problem([3.0, 2.0], [5.0, 8.0], [1.0, 2.0], [0, 0])
     state = PlacementState(dearer, dearer.current)
-    assert move_off_dominated_hosts(state, capacity_price(dearer)) == 0 and _hosts_of(state) == [0, 0]
+    assert move_off_dominated_hosts(state, capacity_price(dearer)) == 0 and state.assign.tolist() == [0, 0]
 
 
 def test_a_host_a_rule_refuses_is_left_whole_and_the_next_dominating_host_tried():
@@ -63,7 +59,7 @@ def test_a_host_a_rule_refuses_is_left_whole_and_the_next_dominating_host_tried(
                                   eligible=np.array([[True, True], [True, False]]))
     state = PlacementState(problem, problem.current)
     assert move_off_dominated_hosts(state, capacity_price(problem)) == 1
-    assert _hosts_of(state) == [2, 2]
+    assert state.assign.tolist() == [2, 2]
     assert state.count.tolist() == [0, 0, 2]  # nothing left behind on h1 from the refused try
 
 
