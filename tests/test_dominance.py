@@ -13,11 +13,11 @@ from packer.model.build import GoalWeights
 from packer.model.metrics import evaluate, violations
 from packer.model.state import PlacementState
 from packer.solvers import engine
-from packer.solvers.dominance import dominance, move_off_dominated_hosts
 from packer.solvers.clock import SearchClock
+from packer.solvers.dominance import dominance, move_off_dominated_hosts
 from packer.solvers.engine import EngineConfig, _lns, solve_engine
-from packer.solvers.result import SolveResult
 from packer.solvers.ffd import capacity_price
+from packer.solvers.result import SolveResult
 from problems import random_problem, small_problem
 
 
