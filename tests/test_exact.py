@@ -301,6 +301,43 @@ def test_highs_on_an_instance_where_it_stops_with_an_internal_error_returns_a_va
         assert np.array_equal(result.assign, problem.current) and result.bound == -np.inf
 
 
+def test_cbc_aborting_returns_the_starting_placement_marked_and_the_cli_says_so(monkeypatch, tmp_path):
+    """CBC 2.10 aborts (exit code -6, no solution file) on some small models; a stand-in CBC that aborts the same way
+    gives the starting placement, marked failed with no bound, and a plain sentence from ``packer solve``, not a traceback."""
+    from click.testing import CliRunner
+
+    from packer.cli import cli
+
+    aborting = tmp_path / "cbc"
+    aborting.write_text("#!/bin/sh\nkill -ABRT $$\n")
+    aborting.chmod(0o755)
+    monkeypatch.setattr(milp.coin_api, "pulp_cbc_path", str(aborting))
+    problem = random_problem(3, 10, 4, max_moves=2)
+    result = solve_milp(problem, solver="cbc", time_limit=5)
+    assert result.status == "feasible" and result.stats["solver_failed"] and result.bound == -np.inf
+    assert np.array_equal(result.assign, problem.current)
+
+    hosts, tasks, usage = tiny_tables(n_tasks=8, n_hosts=4)
+    trace = write_tables(tmp_path / "trace", hosts, tasks, usage)
+    out = CliRunner().invoke(cli, ["solve", str(trace), "--out", str(tmp_path / "plan"), "--solver", "cbc", "--time-limit", "5"])
+    assert out.exit_code == 0, out.output
+    assert "cbc failed (an error of its own) before it had a placement: the plan keeps the starting one" in out.output
+
+
+def test_cbc_on_a_model_it_has_aborted_on_returns_a_valid_plan():
+    """Sizes [10, 8, 9, 10, 4, 3, 3, 5, 4, 4, 9, 6] into twelve bins of 15 (optimum 6 bins): CBC 2.10 as PuLP 3.3 ships it
+    aborted on this model every time; whatever it does, the solve returns a valid plan, the starting one if it failed."""
+    sizes = np.array([10, 8, 9, 10, 4, 3, 3, 5, 4, 4, 9, 6], dtype=float)
+    problem = small_problem(sizes, [15.0] * len(sizes), [1.0] * len(sizes), np.arange(len(sizes)),
+                            weights=GoalWeights(fragmentation=0.0, moves=0.0))
+    result = solve_milp(problem, solver="cbc", time_limit=10)
+    assert result.status in ("optimal", "feasible") and violations(problem, result.assign) == []
+    if result.stats.get("solver_failed"):
+        assert np.array_equal(result.assign, problem.current) and result.bound == -np.inf
+    else:
+        assert result.objective == pytest.approx(6.0) if result.status == "optimal" else result.objective >= 6.0 - 1e-6
+
+
 def test_a_solver_error_leaves_the_bounds_to_glop_or_to_no_bound_and_the_plan_to_its_start(monkeypatch, tmp_path):
     from click.testing import CliRunner
     from ortools.math_opt.python import errors as mathopt_errors
