@@ -915,8 +915,11 @@ NEIGHBOURHOOD_WORK = 0.02
 #: Neighbourhoods between two tries, in a full repack, of moving off dominated hosts and emptying hosts greedily
 #: (:func:`_empty_dominated`).
 DOMINATED_EVERY = 10
-#: A stranded-room sub-solve's time, as a multiple of ``EngineConfig.lns_time`` (at 2.5 s it freed 2-4 hosts where 5 s freed 5-7).
-STRANDED_TIME = 2.5
+#: A stranded-room sub-solve's time, as a multiple of ``EngineConfig.lns_time``. Per second of the search, shorter ones
+#: gain more: from one 37,000-task P99 plan, ~60 s of neighbourhoods of 5 / 2.5 / 1.25 / 0.75 s gained 15-24 / 18-28 /
+#: 29-33 / 21-23 cost units (each sub-solve also spends ~0.35 s building its model). One neighbourhood of 5 s freed more
+#: than one of 2.5 s (5-7 hosts against 2-4 on the known-optimum family), but not twice as much.
+STRANDED_TIME = 0.625
 #: Work (nominal seconds) the constructions leave unused before a whole-instance solve's ``lns_time``, for their overrun
 #: of their limit (a deterministic clock is looked at every :data:`CLOCK_EVERY` tasks or 256 hosts, at :data:`STEP_WORK` each).
 CONSTRUCTION_MARGIN = 0.1
@@ -1067,7 +1070,7 @@ def _lns(state: PlacementState, config: EngineConfig, rng: np.random.Generator, 
         stranded = use_stranded and stale % 2 == 0
         if stranded:
             hosts = np.union1d(stranded_room_hosts(state, open_hosts, NEIGHBOURHOOD_TASKS, rng), cheap)
-            # Longer, but leaving the loop's one lns_time for a last ordinary neighbourhood rather than past the limit.
+            # Shorter, and leaving the loop's one lns_time for a last ordinary neighbourhood rather than past the limit.
             seconds = min(STRANDED_TIME * seconds, max(config.lns_time, clock.remaining() - config.lns_time), clock.remaining())
         else:
             # Seed hosts: cheap-to-free open hosts (few tasks, high cost) and hosts with sensitivity excess.
