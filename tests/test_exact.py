@@ -365,3 +365,26 @@ def test_a_solver_error_leaves_the_bounds_to_glop_or_to_no_bound_and_the_plan_to
     out = CliRunner().invoke(cli, ["solve", str(trace), "--out", str(tmp_path / "plan"), "--solver", "highs", "--time-limit", "5"])
     assert out.exit_code == 0, out.output
     assert "highs failed (an error of its own) before it had a placement: the plan keeps the starting one" in out.output
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), sens=st.booleans())
+def test_cp_sat_models_hint_is_the_base_and_satisfies_the_model(seed, sens):
+    """Every variable is hinted (the hints written at once, not one by one), and CP-SAT with every variable fixed to its
+    hint finds a solution: the base placement, whose chosen pairs are the hint's."""
+    from ortools.sat.python import cp_model
+
+    from packer.solvers.cpsat import chosen_pairs, to_cpsat
+    from packer.solvers.exact import build_exact_model
+
+    problem = random_problem(seed, 12, 4, sens=sens)  # today's placement is valid: hosts over capacity may keep their load
+    model = build_exact_model(problem)
+    cp, handles = to_cpsat(model)
+    assert list(cp.proto.solution_hint.vars) == [var.index for var in handles]
+    solver = cp_model.CpSolver()
+    solver.parameters.fix_variables_to_their_hinted_value = True
+    solver.parameters.max_time_in_seconds = 10.0
+    assert solver.solve(cp) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    hinted = np.asarray(model.var_hint)[model.x] > 0.5
+    assert np.array_equal(chosen_pairs(model, solver, handles), hinted)
+    assert np.array_equal(model.form.assignment(hinted), problem.current)

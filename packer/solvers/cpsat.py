@@ -105,17 +105,21 @@ def to_cpsat(model: ExactModel, objective: bool = True) -> tuple[cp_model.CpMode
     scales = unit_scales(model)
     cp = cp_model.CpModel()
     handles: list = []
+    hinted: list[int] = []
     for kind, lb, ub, hint, unit, name in zip(model.var_kind, model.var_lb, model.var_ub, model.var_hint, model.var_unit,
                                                model.var_name):
         if kind == BOOL:
             var = cp.new_bool_var(name)
-            cp.add_hint(var, bool(hint))
+            hinted.append(int(bool(hint)))
         else:
             s = scales[unit]
             low, high = math.floor(lb * s), math.ceil(ub * s)
             var = cp.new_int_var(low, high, name)
-            cp.add_hint(var, int(min(max(round(hint * s), low), high)))
+            hinted.append(int(min(max(round(hint * s), low), high)))
         handles.append(var)
+    # The hints at once (add_hint one by one was a quarter of building a 400-task neighbourhood's model, 0.06 of 0.26 s).
+    cp.proto.solution_hint.vars.extend([var.index for var in handles])
+    cp.proto.solution_hint.values.extend(hinted)
     hints = model.hints()
     is_cont = np.asarray([k == CONT for k in model.var_kind], dtype=bool)
     for c in model.constraints:
