@@ -296,8 +296,7 @@ def construct_repack(problem: PlacementProblem, mix: ArchMix, keep_in_place: boo
     p = problem
     load = host_loads(p, p.current)
     use = (load[:, list(p.frag_dims)] / np.maximum(p.capacity[:, list(p.frag_dims)], 1e-12)).sum(axis=1)
-    open_mask = np.zeros(p.n_hosts, dtype=bool)
-    open_mask[p.current[~p.movable]] = True
+    open_mask = p.pinned_hosts
     for a, n in enumerate(np.ceil(mix.hosts - 1e-6).astype(int)):
         hosts = np.flatnonzero((p.host_arch == a) & ~open_mask)
         need = n - int(open_mask[p.host_arch == a].sum())
