@@ -11,7 +11,9 @@ engine therefore works host by host, on one :class:`~packer.model.state.Placemen
    tasks found a place, the move budget allows it, the objective improves and every
    rule still holds; otherwise its tentative moves are undone. While the move budget
    binds, the host committed next is the one whose emptying saves the most per move
-   on the placement as it is (:func:`_empty_best_first`); otherwise hosts are tried
+   on the placement as it is (:func:`_empty_best_first`), and a task that fits on no
+   open host goes where moving one other task aside makes room for it, the move aside
+   counted in the host's rate (:func:`_place_by_eviction`); otherwise hosts are tried
    in rank order (open cost per task, or in a full repack the least-used, most
    expensive capacity first). Emptying a host that received tasks earlier is allowed
    (its tasks then move again), so the greedy can repeat in passes until nothing
@@ -186,45 +188,107 @@ class Swaps(NamedTuple):
     dominates: np.ndarray
 
 
-def _try_empty(state: PlacementState, h: int, budget: float, open_mask: np.ndarray, swaps: Swaps, commit: bool = True) -> float:
-    """Try to move every task off host ``h``; return the objective gain (0 if none), committed only if ``commit``."""
+class Emptying(NamedTuple):
+    """What trying to empty a host gave: the objective ``gain`` (0 if none) and the ``moves`` it added to the plan."""
+
+    gain: float
+    moves: int
+
+
+def _try_empty(state: PlacementState, h: int, budget: float, open_mask: np.ndarray, swaps: Swaps, commit: bool = True,
+               evict: bool = False) -> Emptying:
+    """Try to move every task off host ``h``, committed only if ``commit``.
+
+    With ``evict``, a task that fits on no open host as they are goes where one other task
+    makes room for it by moving to a third host (:func:`_place_by_eviction`), within ``budget``.
+    """
     p = state.p
     tasks = sorted(state.tasks_on[h], key=lambda t: -float((p.demand[t] * state.inv_cap[h]).sum()))
     # Each task whose original host this is becomes a move; a task moved here earlier stays
     # moved (or returns home, saving one): counting only the former never exceeds the budget.
     extra_moves = _moves_to_empty(state, h)
     if state.moves + extra_moves > budget:
-        return 0.0
+        return Emptying(0.0, 0)
     allowed = open_mask.copy()
     allowed[h] = False
-    moved: list[int] = []
+    moves_before = state.moves
+    undo: list[tuple[int, int]] = []  # (task, the host it left), in the order moved
     change = 0.0
     for t in tasks:
         to, delta = best_host(state, t, allowed)
-        if to < 0:
+        if to >= 0:
+            undo.append((t, h))
+            state.move(t, to)
+        elif evict and (made := _place_by_eviction(state, t, allowed)) is not None:
+            moved, delta = made
+            undo += moved
+        else:
             break
-        moved.append(t)
         change += delta
-        state.move(t, to)
     else:
-        if change < -1e-9 and state.holds():
+        # A move aside may be one more than emptying h alone takes.
+        if change < -1e-9 and state.moves <= budget and state.holds():
+            emptied = Emptying(-change, state.moves - moves_before)
             if commit:
                 open_mask[h] = False
             else:
-                for t in reversed(moved):
-                    state.move(t, h)
-            return -change
-    for t in reversed(moved):
-        state.move(t, h)
+                _undo(state, undo)
+            return emptied
+    _undo(state, undo)
     return _try_swap(state, h, budget, open_mask, swaps, tasks, extra_moves, commit)
 
 
+def _undo(state: PlacementState, moved: list[tuple[int, int]]) -> None:
+    """Take back ``moved`` ((task, the host it left), in the order moved), last first."""
+    for t, frm in reversed(moved):
+        state.move(t, frm)
+
+
+#: Tasks :func:`_place_by_eviction` tries to move aside, smallest first, for one task that fits nowhere.
+EVICTION_CANDIDATES = 8
+
+
+def _place_by_eviction(state: PlacementState, t: int, allowed: np.ndarray) -> tuple[list[tuple[int, int]], float] | None:
+    """Place task ``t``, which fits on no host of ``allowed`` (bool (H,)) as they are, on one of them once one task there
+    moves to another host of ``allowed``: the moves made ((task, the host it left), in order) and their objective change;
+    None, with nothing moved, where no such pair works.
+
+    An ejection chain of length one. The task moved aside is one that alone frees enough room for ``t`` in every
+    dimension, on a host of an architecture ``t`` may use; of those, the :data:`EVICTION_CANDIDATES` smallest (summed
+    share of their host's capacity) are tried. Where slack is scarce, the room left on open hosts fits no whole task
+    of the hosts still open: on a paper-shaped trace of 1,000 tasks (Baseline, 400 moves) emptying stopped after 80
+    moves, and the neighbourhood search then spent its time on what a move aside does at once (benchmarks/RESULTS.md).
+    """
+    p = state.p
+    over = np.clip(state.loads + p.demand[t] - state.cap, 0.0, None)  # (H, D) what t lacks on each host
+    near = allowed & p.eligible[t, p.host_arch] & (over > 0).any(axis=1)
+    aside = np.flatnonzero(near[state.assign] & p.movable)
+    aside = aside[(p.demand[aside] >= over[state.assign[aside]]).all(axis=1)]
+    size = (p.demand[aside] * state.inv_cap[state.assign[aside]]).sum(axis=1)
+    frm = int(state.assign[t])
+    for u in aside[np.argsort(size, kind="stable")][:EVICTION_CANDIDATES].tolist():
+        g = int(state.assign[u])
+        elsewhere = allowed.copy()
+        elsewhere[g] = False
+        to, delta = best_host(state, u, elsewhere)
+        if to < 0:
+            continue
+        state.move(u, to)
+        if len(state.feasible(t, np.array([g]))):
+            delta += float(state.objective_delta(t, np.array([g]))[0])
+            state.move(t, g)
+            return [(u, g), (t, frm)], delta
+        state.move(u, g)
+    return None
+
+
 def _try_swap(state: PlacementState, h: int, budget: float, open_mask: np.ndarray, swaps: Swaps, tasks: list[int],
-              extra_moves: int, commit: bool = True) -> float:
-    """Move all of ``h``'s tasks onto one cheaper empty host, if that lowers the objective; the gain, committed only if ``commit``."""
+              extra_moves: int, commit: bool = True) -> Emptying:
+    """Move all of ``h``'s tasks onto one cheaper empty host, if that lowers the objective (at most ``extra_moves``
+    moves); committed only if ``commit``."""
     p = state.p
     if state.moves + extra_moves > budget or not len(swaps.targets):
-        return 0.0
+        return Emptying(0.0, 0)
     price, targets = state.open_cost, swaps.targets
     # Not onto a host that h dominates: that saves fragmentation only, and takes away room the packing could use (37,000
     # tasks under P99: 202 Skylake16 hosts' tasks swapped onto Broadwell20 hosts, each 17 cores smaller; RESULTS.md).
@@ -234,24 +298,26 @@ def _try_swap(state: PlacementState, h: int, budget: float, open_mask: np.ndarra
     # A quick filter on the tasks' total demand and eligibility; the rules decide move by move below.
     cheaper = cheaper[(need <= state.cap[cheaper]).all(axis=1) & p.eligible[np.ix_(tasks, p.host_arch[cheaper])].all(axis=0)]
     if not len(cheaper):
-        return 0.0
+        return Emptying(0.0, 0)
     g = np.array([cheaper[np.argmin(price[cheaper])]])
+    moves_before = state.moves
     change = 0.0
     for k, t in enumerate(tasks):
         if not len(state.feasible(t, g)):  # checked move by move: the tasks already moved count (spread, RP floors, ...)
             for u in tasks[:k]:
                 state.move(u, h)
-            return 0.0
+            return Emptying(0.0, 0)
         change += float(state.objective_delta(t, g)[0])
         state.move(t, int(g[0]))
     gain = -change if change < -1e-9 and state.holds() else 0.0
+    swapped = Emptying(gain, state.moves - moves_before if gain else 0)
     if gain and commit:
         open_mask[h] = False
         open_mask[g] = True
-        return gain
+        return swapped
     for t in tasks:
         state.move(t, h)
-    return gain
+    return swapped
 
 
 def _candidate_order(state: PlacementState, rng: np.random.Generator, full_repack: bool) -> np.ndarray:
@@ -352,9 +418,9 @@ def _empty_hosts(state: PlacementState, budget: float, full: bool, config: Engin
     """Emptying passes until no pass improves; returns True if the clock ran out first.
 
     While the move budget binds (fewer moves than movable tasks), or if ``best_first``, a pass
-    empties hosts best gain per move first (:func:`_empty_best_first`): in rank order, a host
-    whose emptying saves little (a swap onto an equally priced empty host) could spend moves
-    that free more elsewhere.
+    empties hosts best gain per move first (:func:`_empty_best_first`, which also moves a task
+    aside where that makes room): in rank order, a host whose emptying saves little (a swap
+    onto an equally priced empty host) could spend moves that free more elsewhere.
     """
     open_mask = state.count > 0
     swaps = Swaps(np.flatnonzero(state.receiver & (state.count == 0)), *dominance(state.p))
@@ -374,7 +440,7 @@ def _empty_hosts(state: PlacementState, budget: float, full: bool, config: Engin
                     continue
                 if state.moves >= budget:
                     break
-                gained += _try_empty(state, int(h), budget, open_mask, swaps)
+                gained += _try_empty(state, int(h), budget, open_mask, swaps).gain
                 clock.spend(STEP_WORK)
                 if k % 256 == 0:
                     if clock.expired():
@@ -395,7 +461,9 @@ def _empty_best_first(state: PlacementState, budget: float, open_mask: np.ndarra
     still beats every other candidate's queued rate, else queued again at its real
     rate. Rates mostly fall as other hosts fill up, so a queued rate is an optimistic
     one and only hosts that could be chosen are tried (a few per emptied host, not
-    every host of the fleet). ``order`` breaks ties.
+    every host of the fleet). ``order`` breaks ties. A task that fits nowhere goes where a
+    task moved aside makes room (:func:`_place_by_eviction`); such a move counts in the host's
+    rate, so a host emptied that way ranks behind one its tasks alone empty for the same gain.
     """
     queue = [(-state.open_cost[h] / max(_moves_to_empty(state, h), 1), k, h) for k, h in enumerate(order.tolist())]
     heapq.heapify(queue)
@@ -404,7 +472,7 @@ def _empty_best_first(state: PlacementState, budget: float, open_mask: np.ndarra
         _, k, h = heapq.heappop(queue)
         if not state.count[h]:
             continue
-        gain = _try_empty(state, h, budget, open_mask, swaps, commit=False)
+        gain, moves = _try_empty(state, h, budget, open_mask, swaps, commit=False, evict=True)
         clock.spend(STEP_WORK)
         tries += 1
         if tries % 256 == 0:
@@ -413,11 +481,11 @@ def _empty_best_first(state: PlacementState, budget: float, open_mask: np.ndarra
             report()
         if gain <= 1e-9:
             continue
-        rate = gain / max(_moves_to_empty(state, h), 1)
+        rate = gain / max(moves, 1)
         if queue and rate < -queue[0][0] - 1e-12:
             heapq.heappush(queue, (-rate, k, h))
             continue
-        gained += _try_empty(state, h, budget, open_mask, swaps)
+        gained += _try_empty(state, h, budget, open_mask, swaps, evict=True).gain
     return gained, False
 
 
