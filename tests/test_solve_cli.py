@@ -141,3 +141,11 @@ def test_a_full_repack_from_a_budgeted_plan_is_never_worse_and_records_its_start
     tighter = run("solve", trace, "--out", tmp_path / "tight", "--max-moves", "0", "--start", tmp_path / "full")
     assert tighter.exit_code == 2 and "start plan" in tighter.output and "budget" in tighter.output
     assert not (tmp_path / "tight").exists()
+
+
+@pytest.mark.parametrize("config", ["baseline", "p99", "p99-sens"])
+def test_a_wide_budgets_plan_keeps_the_budget_and_its_own_bound(trace, tmp_path, config):
+    # Half the movable tasks: the engine also starts from a full repack's constructions, trimmed (without p99-sens's
+    # interference term); verify re-derives the budget's bound.
+    output, summary = solve_and_verify(trace, tmp_path / "plan", "--max-moves", "6", "--config", config, "--solver", "engine")
+    assert summary["moves"]["count"] <= 6 and "freeable_bound" in summary["solver"]["stats"]["bound"]

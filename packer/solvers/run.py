@@ -62,12 +62,13 @@ from packer.errors import InputError
 from packer.model.build import RuleOptions, make_rules
 from packer.model.metrics import evaluate, violations
 from packer.model.problem import PlacementProblem
+from packer.rules.budget import MoveBudget
 from packer.rules.pools import Pools
 from packer.solvers.baselines import BASELINES, run_baseline
 from packer.solvers.bounds import ArchMix, freeable_cost_bound, repack_cost_bound
 from packer.solvers.clock import SearchClock
 from packer.solvers.cpsat import solve_cpsat
-from packer.solvers.engine import EngineConfig, Progress, covers_whole_instance, solve_engine
+from packer.solvers.engine import EngineConfig, Progress, covers_whole_instance, solve_engine, wide_budget
 from packer.solvers.exact import unplaceable_tasks
 from packer.solvers.leximin import solve_leximin_engine, solve_leximin_exact
 from packer.solvers.milp import solve_milp
@@ -97,6 +98,11 @@ PATTERN_TIME_SHARE = 0.25
 #: (:func:`~packer.solvers.engine.covers_whole_instance`): there CP-SAT packs, and column generation's shares of a short
 #: limit were the search's (of 3 s of work on 40 tasks and 10 hosts it was charged 1.5, for a bound below the MILP's).
 WHOLE_INSTANCE_PATTERN_SHARE = 0.05
+#: Share of the movable tasks from which a wide move budget (:func:`~packer.solvers.engine.wide_budget`) also starts from
+#: column generation's packing, trimmed to it: the packing moves most tasks (slack-scarce 1,000: 735 of 988), so below,
+#: trimmed, it lost to the constructions (400 / 500 moves: 36 / 42 cost units freed where they freed 50-52) and its
+#: time was the search's (paper-shaped 1,000 tasks s8, 400 moves, 30 s: 2.3 s, 122-123 freed against 124-125).
+PACKING_BUDGET_SHARE = 0.5
 #: Further share of a full repack's time limit for the packing where reaching column generation's rounded-up bound
 #: proves it optimal (:attr:`packer.solvers.patterns.PatternResult.provable`; Falkenauer's u1000: a dive and an integer
 #: master take 2-5 s).
@@ -470,7 +476,8 @@ def _run_pools(problem: PlacementProblem, solver: str, time_limit: float, seed: 
 
 def _run_engine(problem: PlacementProblem, time_limit: float, seed: int, progress: Callable[[Progress], None] | None,
                 deterministic: bool = False, start: np.ndarray | None = None) -> SolveResult:
-    """The scalable engine within ``time_limit`` seconds, with the bound of :func:`engine_bound` (and column generation on full repacks)."""
+    """The scalable engine within ``time_limit`` seconds, with the bound of :func:`engine_bound` (and column generation on
+    full repacks; on wide move budgets, a full repack's starts: :func:`_full_repack_starts`)."""
     stuck = unplaceable_tasks(problem)
     if len(stuck):
         return SolveResult.infeasible(problem.current, problem.task_ids[stuck].tolist(), "engine", 0.0)
@@ -486,6 +493,8 @@ def _run_engine(problem: PlacementProblem, time_limit: float, seed: int, progres
             bound = objective_bound(detail)
             if packed is not None:
                 starts.append(packed)
+        elif wide_budget(problem):
+            mixes, starts = _full_repack_starts(problem, time_limit, bound, progress, clock)
     target = _primary_bound(detail)
     offset = clock.wall()
 
@@ -501,6 +510,26 @@ def _run_engine(problem: PlacementProblem, time_limit: float, seed: int, progres
     result.stats["bound"] = bound_detail(problem, result.assign, detail)
     result.stats["objective_check"] = evaluate(problem, result.assign).objective
     return result
+
+
+def _full_repack_starts(problem: PlacementProblem, time_limit: float, bound: float, progress: Callable[[Progress], None] | None,
+                        clock: SearchClock) -> tuple[list[ArchMix], list[np.ndarray]]:
+    """For a wide move budget (:func:`~packer.solvers.engine.wide_budget`), what a full repack of the same problem starts
+    from, for the engine to trim to the budget: the solutions of :func:`engine_bound`'s MILPs and, from
+    :data:`PACKING_BUDGET_SHARE` of the movable tasks, column generation's packing (:func:`_pattern_bound_and_start`, on
+    its share of ``time_limit``). The full repack's bounds they come with are
+    not reported: the plan's is the budget's own (``bound``, shown in ``progress`` meanwhile), which verify re-derives."""
+    unbudgeted = problem.with_rule(None, replaces=MoveBudget)
+
+    def shown(report: Progress) -> None:
+        progress(dataclasses.replace(report, phase=f"full repack's starts: {report.phase}", bound=bound if math.isfinite(bound) else None))
+
+    _, detail, mixes = engine_bound(unbudgeted)
+    packed = None
+    # Where the engine re-solves the whole instance, column generation builds no packing (:func:`_pattern_bound_and_start`).
+    if supported(unbudgeted) and problem.max_moves >= PACKING_BUDGET_SHARE * int(problem.movable.sum()) and not covers_whole_instance(problem):
+        packed = _pattern_bound_and_start(unbudgeted, time_limit, detail, None if progress is None else shown, clock)
+    return mixes, [] if packed is None else [packed]
 
 
 def bound_detail(problem: PlacementProblem, assign: np.ndarray, detail: dict) -> dict:
