@@ -517,8 +517,8 @@ def _full_repack_starts(problem: PlacementProblem, time_limit: float, bound: flo
     """For a wide move budget (:func:`~packer.solvers.engine.wide_budget`), what a full repack of the same problem starts
     from, for the engine to trim to the budget: the solutions of :func:`engine_bound`'s MILPs and, from
     :data:`PACKING_BUDGET_SHARE` of the movable tasks, column generation's packing (:func:`_pattern_bound_and_start`, on
-    its share of ``time_limit``). The full repack's bounds they come with are
-    not reported: the plan's is the budget's own (``bound``, shown in ``progress`` meanwhile), which verify re-derives."""
+    its share of ``time_limit``). The full repack's bounds they come with are not reported: the plan's is the budget's
+    own (``bound``, shown in ``progress`` meanwhile), which verify re-derives."""
     unbudgeted = problem.with_rule(None, replaces=MoveBudget)
 
     def shown(report: Progress) -> None:
