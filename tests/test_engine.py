@@ -409,12 +409,13 @@ def test_emptying_with_moves_aside_keeps_every_rule_and_the_budget_and_undoes_it
     for h in np.flatnonzero(state.count > 0).tolist():
         open_mask = state.count > 0
         before, objective = state.assign.copy(), evaluate(problem, state.assign).objective
+        moves_before = int((before != problem.current).sum())
         tried = engine._try_empty(state, h, budget, open_mask.copy(), swaps, commit=False, evict=True)
-        assert np.array_equal(state.assign, before) and state.moves == int((before != problem.current).sum())
+        assert np.array_equal(state.assign, before) and state.moves == moves_before
         done = engine._try_empty(state, h, budget, open_mask, swaps, evict=True)
         assert done.moves == tried.moves and done.gain == pytest.approx(tried.gain)  # loads after an undo differ by rounding
         if done.gain > 0:
-            assert state.moves <= budget and state.moves - int((before != problem.current).sum()) == done.moves
+            assert state.moves <= budget and state.moves - moves_before == done.moves
             assert violations(problem, state.assign) == []
             assert evaluate(problem, state.assign).objective == pytest.approx(objective - done.gain)
         else:

@@ -147,5 +147,5 @@ def test_a_full_repack_from_a_budgeted_plan_is_never_worse_and_records_its_start
 def test_a_wide_budgets_plan_keeps_the_budget_and_its_own_bound(trace, tmp_path, config):
     # Half the movable tasks: the engine also starts from a full repack's constructions, trimmed (without p99-sens's
     # interference term); verify re-derives the budget's bound.
-    output, summary = solve_and_verify(trace, tmp_path / "plan", "--max-moves", "6", "--config", config, "--solver", "engine")
+    _, summary = solve_and_verify(trace, tmp_path / "plan", "--max-moves", "6", "--config", config, "--solver", "engine")
     assert summary["moves"]["count"] <= 6 and "freeable_bound" in summary["solver"]["stats"]["bound"]

@@ -792,7 +792,7 @@ def solve_engine(
     ended, searched, proof_bound = None, {"count": 0, "largest_hosts": 0}, -np.inf
     first = problem.current if start is None else start
     state = PlacementState(problem, first)
-    relief = bool(problem.sens_dims) and problem.weight(Interference) > 0
+    relief = _prices_interference(problem)
     if relief:
         # At the primary cost's bound the interference term can still fall: the target proves nothing about the objective.
         config = dataclasses.replace(config, primary_target=None)
@@ -833,8 +833,8 @@ def solve_engine(
             elif mixes or starts:
                 # A budget wide enough for a full repack's starts (:func:`wide_budget`): they are further starts,
                 # trimmed to it. From today's placement, where slack is scarce, the emptying finds no room and the
-                # search no neighbourhood that frees a host (slack-scarce 1,000 tasks, 400 moves: 43 cost units freed
-                # with 130 moves; from the construction that keeps tasks in place, 380 moves, 50).
+                # search no neighbourhood that frees a host (slack-scarce 1,000 tasks, 400 moves, 60 s: 43 cost units
+                # freed with 131 moves; with these starts 52, and at 900 moves 75 against 43).
                 for built in _further_starts(problem.with_rule(None, replaces=MoveBudget), starts, mixes, building):
                     building.spend(STEP_WORK * int(np.count_nonzero(built != problem.current)))  # trimming looks at each move
                     trimmed = trim_to_budget(problem, built, int(budget))
@@ -1041,8 +1041,14 @@ def wide_budget(problem: PlacementProblem) -> bool:
     interference goal the budget's mixtures of relief and emptying need the time (600-task random family, 400 moves,
     10 s: 3 plans of 16 higher with those starts, none lower; paper-shaped 1,000 tasks, P99 Sens: the same plan)."""
     movable = int(problem.movable.sum())
-    relief = bool(problem.sens_dims) and problem.weight(Interference) > 0
-    return problem.max_moves is not None and WIDE_BUDGET_SHARE * movable <= problem.max_moves < movable and not relief
+    return (problem.max_moves is not None and WIDE_BUDGET_SHARE * movable <= problem.max_moves < movable
+            and not _prices_interference(problem))
+
+
+def _prices_interference(problem: PlacementProblem) -> bool:
+    """True where the objective prices interference (sensitivity dimensions and a positive weight): then relief moves
+    compete with emptying for the budget (:func:`_mix_relief_and_emptying`)."""
+    return bool(problem.sens_dims) and problem.weight(Interference) > 0
 
 
 def covers_whole_instance(problem: PlacementProblem, hosts: int = EngineConfig.lns_hosts) -> bool:
