@@ -629,17 +629,20 @@ def test_a_full_repack_under_interference_also_improves_todays_placement_as_the_
     assert full.objective <= budgeted.objective + 1e-9
 
 
-@settings(max_examples=15, deadline=None)
-@example(seed=0, n_tasks=32, n_hosts=15, share=0.5)  # above before that start
-@given(seed=st.integers(0, 10_000), n_tasks=st.integers(10, 60), n_hosts=st.integers(3, 16), share=st.floats(0.1, 0.9))
-def test_under_interference_a_full_repacks_constructions_end_no_higher_than_the_default_budgets(seed, n_tasks, n_hosts, share):
+@settings(max_examples=30, deadline=None)
+@example(seed=0, n_tasks=32, n_hosts=15, share=0.5, sens=True)  # above before that start
+@example(seed=7396, n_tasks=40, n_hosts=15, share=0.541, sens=False)  # above before that start without interference
+@example(seed=2730, n_tasks=64, n_hosts=36, share=0.481, sens=False)  # (200 drawn as below but up to 150 tasks: 21 above)
+@given(seed=st.integers(0, 10_000), n_tasks=st.integers(10, 60), n_hosts=st.integers(3, 16), share=st.floats(0.1, 0.9),
+       sens=st.booleans())
+def test_a_full_repacks_constructions_end_no_higher_than_the_default_budgets(seed, n_tasks, n_hosts, share, sens):
     # The full repack improves today's placement as the default budget's solve does, then goes on: with the time to
     # finish its constructions, it cannot end above that solve's.
     budget = max(1, int(share * n_tasks))
     config = EngineConfig(time_limit=60.0, deterministic=True, lns=False)
     with mock.patch.object(engine, "BUDGETED_START_MOVES", budget):
-        full = solve_engine(random_problem(seed, n_tasks, n_hosts, sens=True, max_moves=None), config)
-        budgeted = solve_engine(random_problem(seed, n_tasks, n_hosts, sens=True, max_moves=budget), config)
+        full = solve_engine(random_problem(seed, n_tasks, n_hosts, sens=sens, max_moves=None), config)
+        budgeted = solve_engine(random_problem(seed, n_tasks, n_hosts, sens=sens, max_moves=budget), config)
     assume(not full.stats["timed_out"] and not budgeted.stats["timed_out"])
     assert full.objective <= budgeted.objective + 1e-9
 

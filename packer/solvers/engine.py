@@ -46,8 +46,8 @@ engine therefore works host by host, on one :class:`~packer.model.state.Placemen
 Full repack (``max_moves=None``) runs the same loop with an unlimited budget, after
 ordering candidates by how expensive their capacity is, which consolidates load
 onto the architectures with the best cost per capacity, and also starts from a
-construction that follows the cost bound's LP solution (:func:`construct_repack`) and,
-under an interference goal, one that follows the solution of the MILP that also counts
+construction that follows the cost bound's LP solution (:func:`construct_repack`),
+under an interference goal one that follows the solution of the MILP that also counts
 the interference term, taking the hosts it opens as paid for, and today's placement
 improved first as under the default move budget (:data:`BUDGETED_START_MOVES`), then
 without a cap: the path of the move-bounded plan a full repack should not end above. A
@@ -768,10 +768,10 @@ def solve_engine(
     :func:`packer.solvers.bounds.repack_cost_bound`'s MILPs, the primary cost's first) add
     starts built by :func:`construct_repack` (:func:`_further_starts`); the best after the emptying passes is refined by
     large-neighbourhood search. The starts are taken best first (``start`` among them), so
-    that the time goes to the most promising one. Then ``start`` is taken once more, under an
-    interference goal twice: improved first within :data:`BUDGETED_START_MOVES` moves, as a
-    budgeted solve of the same configuration improves it, then without a cap; and emptied best
-    gain per move first, as a binding budget empties it. A start the time did not reach is still
+    that the time goes to the most promising one. Then ``start`` is taken twice more: improved
+    first within :data:`BUDGETED_START_MOVES` moves, as a budgeted solve of the same configuration
+    improves it, then without a cap; and emptied best gain per move first, as a binding budget
+    empties it. A start the time did not reach is still
     compared as it is. Under a binding budget (given for a :func:`wide_budget`), ``starts`` and
     the constructions on ``mixes``, trimmed to the budget (:func:`~packer.solvers.trim.trim_to_budget`),
     are further starts after ``start``. With sensitivity, each start gets the mixtures of relief and emptying
@@ -821,13 +821,15 @@ def solve_engine(
                 first, *rest = sorted([first, *_further_starts(problem, starts, mixes, building)],
                                       key=lambda assign: _objective(problem, assign))
                 state = PlacementState(problem, first)
-                # Then ``start`` again, as budgets improve it. Under relief, first within the default budget: the
-                # mixtures' caps are shares of the budget, so a budget tries other mixtures than a full repack (on 16
-                # random 600-task instances, 10 s, the full repack ended above the 400-move plan on 3). And emptied best
+                # Then ``start`` again, as budgets improve it. First within the default budget, as its solve does: under
+                # relief the mixtures' caps are shares of the budget, so a budget tries other mixtures than a full repack
+                # (on 16 random 600-task instances, 10 s, the full repack ended above the 400-move plan on 3); without, a
+                # budget stops emptying where its moves run out, and its tie-breaks draw on a generator of their own
+                # (without this path the same 16 constructions ended above the 400-move ones on 4). And emptied best
                 # gain per move first, as a binding budget empties it: the path every budgeted plan begins with (without
                 # it, 20 of 40 random full repacks ended above their 25-move plan). A start that already makes the
                 # default budget's moves (``--start``) has no such path.
-                if full and relief and np.count_nonzero(origin != problem.current) < BUDGETED_START_MOVES < movable:
+                if full and np.count_nonzero(origin != problem.current) < BUDGETED_START_MOVES < movable:
                     others.append((origin, True, BUDGETED_START_MOVES))
                 others += [(origin, True, None)] + [(built, None, None) for built in rest]
             elif mixes or starts:
@@ -845,12 +847,16 @@ def solve_engine(
             mixed = min(budget, movable)
 
             def improve(best_first: bool | None = None, within: int | None = None) -> bool:
-                """Improve ``state``; with ``within``, first as a binding budget of that many moves would (relief only)."""
+                """Improve ``state``; with ``within``, first as a binding budget of that many moves would."""
                 if relief:
                     if within is not None and _mix_relief_and_emptying(problem, state.assign, within, False, config, building,
                                                                        report, keep, best_first):
                         return True
                     return _mix_relief_and_emptying(problem, state.assign, mixed, unbound, config, building, report, keep, best_first)
+                # The budget's solve draws its tie-breaks first from a generator of ``config.seed``: so does its path here.
+                if within is not None and _empty_hosts(state, within, False, config, np.random.default_rng(config.seed),
+                                                       building, report):
+                    return True
                 return _empty_hosts(state, budget, unbound, config, rng, building, report, best_first)
 
             timed_out = improve()
@@ -1024,7 +1030,7 @@ LOCAL_BRANCHING_SHARE = 0.5
 LOCAL_BRANCHING_LIMIT = 1.0
 LOCAL_BRANCHING_TASKS = 10
 LOCAL_BRANCHING_SECONDS = 0.3
-#: Moves of the default budget (the paper's): under an interference goal a full repack also improves today's placement
+#: Moves of the default budget (the paper's): a full repack also improves today's placement
 #: first within this many moves, as a budgeted solve of the same configuration does (:func:`solve_engine`).
 BUDGETED_START_MOVES = RuleOptions().max_moves
 
