@@ -632,7 +632,7 @@ def test_a_full_repack_under_interference_also_improves_todays_placement_as_the_
 @settings(max_examples=30, deadline=None)
 @example(seed=0, n_tasks=32, n_hosts=15, share=0.5, sens=True)  # above before that start
 @example(seed=7396, n_tasks=40, n_hosts=15, share=0.541, sens=False)  # above before that start without interference
-@example(seed=2730, n_tasks=64, n_hosts=36, share=0.481, sens=False)  # (200 drawn as below but up to 150 tasks: 21 above)
+@example(seed=2730, n_tasks=64, n_hosts=36, share=0.481, sens=False)  # of 200 such instances (to 150 tasks), 21 were above
 @given(seed=st.integers(0, 10_000), n_tasks=st.integers(10, 60), n_hosts=st.integers(3, 16), share=st.floats(0.1, 0.9),
        sens=st.booleans())
 def test_a_full_repacks_constructions_end_no_higher_than_the_default_budgets(seed, n_tasks, n_hosts, share, sens):

@@ -771,12 +771,11 @@ def solve_engine(
     that the time goes to the most promising one. Then ``start`` is taken twice more: improved
     first within :data:`BUDGETED_START_MOVES` moves, as a budgeted solve of the same configuration
     improves it, then without a cap; and emptied best gain per move first, as a binding budget
-    empties it. A start the time did not reach is still
-    compared as it is. Under a binding budget (given for a :func:`wide_budget`), ``starts`` and
-    the constructions on ``mixes``, trimmed to the budget (:func:`~packer.solvers.trim.trim_to_budget`),
-    are further starts after ``start``. With sensitivity, each start gets the mixtures of relief and emptying
-    (:func:`_mix_relief_and_emptying`); a budget that covers every movable task is searched
-    as a full repack.
+    empties it. A start the time did not reach is still compared as it is. Under a binding budget
+    (given for a :func:`wide_budget`), ``starts`` and the constructions on ``mixes``, trimmed to the
+    budget (:func:`~packer.solvers.trim.trim_to_budget`), are further starts after ``start``. With
+    sensitivity, each start gets the mixtures of relief and emptying (:func:`_mix_relief_and_emptying`);
+    a budget that covers every movable task is searched as a full repack.
     """
     t0 = time.perf_counter()
     rng = np.random.default_rng(config.seed)
