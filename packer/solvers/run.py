@@ -521,13 +521,15 @@ def _full_repack_starts(problem: PlacementProblem, time_limit: float, bound: flo
     own (``bound``, shown in ``progress`` meanwhile), which verify re-derives."""
     unbudgeted = problem.with_rule(None, replaces=MoveBudget)
 
-    def shown(report: Progress) -> None:
-        progress(dataclasses.replace(report, phase=f"full repack's starts: {report.phase}", bound=bound if math.isfinite(bound) else None))
+    def shown(report: Progress) -> None:  # a budgeted solve: say that this plan is one to trim, and show the budget's bound
+        progress(dataclasses.replace(report, phase=f"full repack to trim to the budget: {report.phase}",
+                                     bound=bound if math.isfinite(bound) else None))
 
     _, detail, mixes = engine_bound(unbudgeted)
     packed = None
+    wide_enough = problem.max_moves >= PACKING_BUDGET_SHARE * int(problem.movable.sum())
     # Where the engine re-solves the whole instance, column generation builds no packing (:func:`_pattern_bound_and_start`).
-    if supported(unbudgeted) and problem.max_moves >= PACKING_BUDGET_SHARE * int(problem.movable.sum()) and not covers_whole_instance(problem):
+    if supported(unbudgeted) and wide_enough and not covers_whole_instance(problem):
         packed = _pattern_bound_and_start(unbudgeted, time_limit, detail, None if progress is None else shown, clock)
     return mixes, [] if packed is None else [packed]
 
