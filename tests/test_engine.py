@@ -20,7 +20,7 @@ from packer.rules.interference import Interference
 from packer.rules.moves import FewerMoves
 from packer.solvers import solve_cpsat, solve_milp
 from packer.solvers.baselines import BASELINES, run_baseline
-from packer.solvers import bounds, engine, exchange
+from packer.solvers import bounds, engine, exchange, run
 from packer.solvers.bounds import ArchMix, freeable_cost_bound, repack_cost_bound
 from packer.model.state import PlacementState
 from packer.solvers.clock import SearchClock
@@ -95,6 +95,30 @@ def test_bounds_hold_against_the_proven_optimum(seed, n_tasks, n_hosts, min_rp, 
         assert repack_cost_bound(problem).value <= best + 1e-6
     else:
         assert freeable_cost_bound(problem).value >= before - best - 1e-6
+        # Capped by today's cost less the full repack's bounds: the MILP's, then column generation's, forced to run here.
+        detail = engine_bound(problem)[1]
+        if "freeable_lp" in detail:
+            with mock.patch.object(run, "covers_whole_instance", return_value=False), mock.patch.object(run, "PATTERN_CAP_RATIO", np.inf):
+                run._cap_by_patterns(problem, detail, {}, 5.0, None, SearchClock(5.0, True))
+            assert detail["freeable_bound"] >= before - best - 1e-6
+
+
+def test_a_budgets_bound_is_capped_by_what_a_full_repack_can_free():
+    """Tasks of 0.6 host, one a host: the budget's LP pools the room the others leave and splits tasks over it, the MILP
+    over architectures counts 0.6 host a task, column generation's patterns one task a host; no move frees anything."""
+    problem = small_problem([6.0] * 4, [10.0] * 4, [1.0] * 4, [0, 1, 2, 3], max_moves=3)
+    bound, detail, _ = engine_bound(problem)
+    assert detail["freeable_lp"] == pytest.approx(1.2) and detail["repack_lower_bound"] == 3.0
+    assert detail["freeable_bound"] == 1.0 and bound == 3.0 and "MILP over architectures" in detail["kind"]
+    # 50 such tasks on 60 hosts: 30 moves reach the share where a full repack's column generation runs for the budget.
+    problem = small_problem([6.0] * 50, [10.0] * 60, [1.0] * 60, list(range(50)), max_moves=30)
+    result = run_solver(problem, "engine", time_limit=2.0, deterministic=True)
+    assert result.stats["bound"]["freeable_lp"] == pytest.approx(12.0) and result.stats["bound"]["repack_lower_bound"] == 50.0
+    assert result.bound == result.objective == 50.0 and "column generation" in result.stats["bound"]["kind"]
+    # 10 moves: the LP's 4 is far below the MILP's cap of 20 (PATTERN_CAP_RATIO), so column generation is not run.
+    problem = small_problem([6.0] * 50, [10.0] * 60, [1.0] * 60, list(range(50)), max_moves=10)
+    result = run_solver(problem, "engine", time_limit=2.0, deterministic=True)
+    assert result.stats["bound"]["freeable_bound"] == pytest.approx(4.0) and "column generation" not in result.stats["bound"]["kind"]
 
 
 @pytest.mark.parametrize("weight, max_moves, expected", [(1.0, None, 1.6), (5.0, None, 2.0), (1.0, 1, 1.6)])

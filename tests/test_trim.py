@@ -102,5 +102,5 @@ def test_column_generations_packing_is_a_start_only_from_half_the_movable_tasks(
     # 500 tasks: more than one neighbourhood holds, so column generation could pack.
     problem = small_problem(np.full(500, 3.0), capacity=[10] * 200, cost=[1] * 200, current=np.arange(500) % 200, max_moves=budget)
     with mock.patch.object(run, "_pattern_bound_and_start", return_value=None) as pack:
-        mixes, starts = run._full_repack_starts(problem, 10.0, 0.0, None, SearchClock(10.0))
+        mixes, starts, _ = run._full_repack_starts(problem, 10.0, 0.0, None, SearchClock(10.0))
     assert pack.called == packing and len(mixes) == 1 and starts == []

@@ -410,6 +410,27 @@ def test_a_deterministic_column_generation_bound_must_be_stated_exactly(determin
 
 
 @pytest.mark.parametrize("deterministic", [True, False])
+def test_a_budgets_column_generation_cap_must_be_stated_exactly_where_reproducible(deterministic):
+    # 50 tasks of 0.6 host on 60 hosts, 30 moves: the budget's LP says 12 can be freed, column generation's full repack none.
+    problem = small_problem([6.0] * 50, [10.0] * 60, [1.0] * 60, list(range(50)), max_moves=30)
+    result = run_solver(problem, "engine", time_limit=2.0, deterministic=deterministic)
+    detail = result.stats["bound"]
+    assert "column generation" in detail["kind"] and detail["freeable_bound"] == 0.0 and result.bound == 50.0
+    context = PlanContext(trace="unused", solver="engine", time_limit_s=2.0, deterministic=deterministic)
+
+    def summary(bound: float, **changes) -> dict:
+        return {"status": "feasible", "bound": bound, "solver": {"name": "engine", "objective": result.objective,
+                                                                 "stats": dict(result.stats, bound=dict(detail, **changes))}}
+
+    assert check_claims(problem, context, summary(50.0), result.assign).wrong == []
+    looser = summary(45.0, repack_lower_bound=45.0, freeable_bound=5.0, share_of_bound=0.0)
+    # A lower bound below the true one is still valid: only a reproducible run can tell that it is not what the solve computed.
+    assert bool(check_claims(problem, context, looser, result.assign).wrong) == deterministic
+    inconsistent = check_claims(problem, context, summary(50.0, repack_lower_bound=45.0), result.assign).wrong
+    assert any("not what its freeable_bound 5.0 gives" in line for line in inconsistent), inconsistent
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
 def test_a_solve_counted_as_work_may_time_out_before_its_limit_by_the_clock(deterministic):
     problem = small_problem([6.0] * 4, [10.0] * 4, [1.0] * 4, list(range(4)))
     result = run_solver(problem, "engine", time_limit=2.0)

@@ -7,8 +7,9 @@ details) and ``runtime_s``. :func:`check_claims` re-derives each of them it can:
 
 * **its own lower bound** L on the objective, by the deterministic methods a solve uses:
   the engine's bound (:func:`packer.solvers.run.engine_bound`: the LP on what the move
-  budget can free, or the MILP over architectures for a full repack); for an engine plan
-  whose bound came from column generation, a run of it with the plan's time limit
+  budget can free, capped by the full repack's MILP bound, or the MILP over architectures for a
+  full repack); for an engine plan whose bound came from column generation (a full repack's,
+  or one capping what a budget can free), a run of it with the plan's time limit
   (:func:`packer.solvers.run.pattern_lower_bound`; under ``--deterministic`` it reproduces the
   solve's and the summary must state it); for a plan of an exact solver (cbc,
   highs, cpsat) that claims ``optimal`` or a bound above the engine's, and for an engine
@@ -34,7 +35,8 @@ details) and ``runtime_s``. :func:`check_claims` re-derives each of them it can:
   never finished a proof, so ``interrupted`` with status ``optimal`` is wrong, and a solve
   that ``timed_out`` ran at least its time limit (``runtime_s``); anything else about
   them is a claim (a solve whose time counted as work, ``--deterministic``, may time out
-  sooner by the clock). The engine's bound details (``freeable_bound``, ``primary_before``,
+  sooner by the clock). The engine's bound details (``freeable_bound``, ``freeable_lp``,
+  ``repack_lower_bound`` unless column generation's, ``primary_before``,
   ``freed``, ``share_of_bound``, ``primary_lower_bound``, ``primary_gap``,
   ``primary_and_soft_lower_bound``, ``objective_floor``), its ``objective_check`` and
   ``moves``, and ``solver.objective`` are recomputed.
@@ -56,10 +58,12 @@ import numpy as np
 from packer.model.metrics import evaluate
 from packer.model.problem import PlacementProblem
 from packer.plan.context import PlanContext
+from packer.rules.budget import MoveBudget
 from packer.solvers.exact import build_exact_model
 from packer.solvers.milp import lp_relaxation_bound, solve_milp
-from packer.solvers.patterns import supported
-from packer.solvers.run import EXACT_MAX_PAIRS, bound_detail, candidate_pairs, engine_bound, objective_bound, pattern_lower_bound
+from packer.solvers.patterns import PatternResult, supported
+from packer.solvers.run import (EXACT_MAX_PAIRS, bound_detail, candidate_pairs, cap_freeable, engine_bound, objective_bound,
+                                pattern_lower_bound)
 
 #: Relative tolerance of "the objective meets the bound" for status ``optimal`` (CP-SAT rounds its objective to ~1e-6 per host and task).
 OPTIMAL_TOLERANCE = 1e-4
@@ -148,10 +152,9 @@ def check_claims(problem: PlacementProblem, context: PlanContext, summary: dict[
         looser_ok = name == "engine" and bool(own.get("exact")) and status != "optimal" and by_auto is None
         if name == "engine" and own.get("exact") and by_auto is None:
             expected = own_value
-        if name == "engine" and "column generation" in str(detail.get("kind", "")) and "primary_lower_bound" in own and supported(problem):
-            cg, run = pattern_lower_bound(problem, context.time_limit_s or DEFAULT_TIME_LIMIT, own["primary_lower_bound"],
-                                          context.deterministic)
-            cg = objective_bound({**own, "primary_lower_bound": cg})  # on the primary cost: the objective's bound
+        patterns = _pattern_bound(problem, context, own) if name == "engine" and "column generation" in str(detail.get("kind", "")) else None
+        if patterns is not None:
+            cg, run = patterns
             lower.add(cg, "column generation over host patterns (verify's run)")
             # Counted as work (--deterministic) the run is reproducible and its bound must be the summary's; by wall clock, a claim.
             expected, looser_ok = None, False
@@ -193,6 +196,25 @@ def check_claims(problem: PlacementProblem, context: PlanContext, summary: dict[
     versions = context.versions or {}
     found.claims.append("context.versions: " + ", ".join(f"{package} {version}" for package, version in versions.items() if version))
     return found
+
+
+def _pattern_bound(problem: PlacementProblem, context: PlanContext, own: dict) -> tuple[float, PatternResult] | None:
+    """The objective's bound a solve of ``problem`` gets from column generation (verify's run of it, with the plan's time
+    limit) and the run: on a full repack, raising ``own``'s MILP bound over architectures
+    (:func:`packer.solvers.run.pattern_lower_bound`); with a move budget, on the same problem without it, capping what
+    the budget can free (:func:`packer.solvers.run.cap_freeable`). None where column generation does not apply."""
+    time_limit = context.time_limit_s or DEFAULT_TIME_LIMIT
+    if "primary_lower_bound" in own and supported(problem):
+        cg, run = pattern_lower_bound(problem, time_limit, own["primary_lower_bound"], context.deterministic)
+        return objective_bound({**own, "primary_lower_bound": cg}), run  # on the primary cost: the objective's bound
+    unbudgeted = problem.with_rule(None, replaces=MoveBudget)
+    if "freeable_lp" in own and supported(unbudgeted):
+        cg, run = pattern_lower_bound(unbudgeted, time_limit, own["repack_lower_bound"], context.deterministic)
+        capped = dict(own)
+        cap_freeable(problem, capped, cg, "column generation over host patterns")
+        capped["freeable_bound"] = min(capped["freeable_bound"], own["freeable_bound"])  # the MILP's cap may be tighter
+        return objective_bound(capped), run
+    return None
 
 
 def _exact_bound(problem: PlacementProblem, context: PlanContext, name: str, status: Any, lower: _Lower,
@@ -321,10 +343,17 @@ def _check_engine_detail(found: ClaimsFinding, problem: PlacementProblem, assign
         freeable, floor = own["freeable_bound"], own.get("objective_floor", 0.0)
         if looser_ok and _is_number(bound) and bound < own["primary_before"] - freeable + floor - _slack(bound):
             freeable = own["primary_before"] + floor - bound  # what the plan's looser bound says the budget can free
+        patterns = "column generation" in str(detail.get("kind", "")) and "freeable_lp" in own
+        if patterns and _is_number(detail.get("repack_lower_bound")):
+            # Capped by the plan's column-generation bound on the full repack (a claim, checked with the plan's bound).
+            freeable = min(freeable, own["primary_before"] - detail["repack_lower_bound"])
+            if _is_number(bound) and not _close(bound, objective_bound({**own, "freeable_bound": freeable})):
+                found.wrong.append(f"bound: summary says {bound!r}, not what its freeable_bound {freeable!r} gives")
         reached = bound_detail(problem, assign, {**own, "freeable_bound": freeable})
         expected = {key: reached[key] for key in ("primary_before", "freed", "share_of_bound")}
         if own.get("exact"):
             expected["freeable_bound"] = freeable
+            expected.update({key: own[key] for key in ("freeable_lp",) + (() if patterns else ("repack_lower_bound",)) if key in own})
     elif "primary_lower_bound" in detail:
         # The engine's bound is its primary lower bound plus the objective's floor (:func:`packer.solvers.run.objective_bound`),
         # unless the bound on the primary cost and soft terms is higher, or a proof (the engine's CP-SAT, or auto's exact

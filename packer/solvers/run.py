@@ -33,7 +33,8 @@ Every result carries a bound on its objective: for the engine one derived from
 :mod:`packer.solvers.bounds`, and for the exact models the better of that and their own
 dual bound (:func:`_run_exact`) — for move-bounded
 repacking the objective can be no lower than the current primary cost minus the
-most cost the move budget could free; for a full repack no lower than the better of the
+most cost the move budget could free (the LP's bound, capped by today's cost less a full
+repack's lower bound: :func:`cap_freeable`); for a full repack no lower than the better of the
 MILP lower bound over architectures and the column-generation bound over host patterns
 (:mod:`packer.solvers.patterns`, whose packing is also a start for the engine, except
 where the engine re-solves the whole instance with CP-SAT,
@@ -103,6 +104,11 @@ WHOLE_INSTANCE_PATTERN_SHARE = 0.05
 #: trimmed, it lost to the constructions (400 / 500 moves: 36 / 42 cost units freed where they freed 50-52) and its
 #: time was the search's (paper-shaped 1,000 tasks s8, 400 moves, 30 s: 2.3 s, 122-123 freed against 124-125).
 PACKING_BUDGET_SHARE = 0.5
+#: Column generation bounds a full repack for a move budget's bound too where today's primary cost less the MILP bound
+#: over architectures is at most this many times what the budget's LP says it can free (measured, 60 s: slack-scarce 1,000
+#: tasks, 400 moves, 0.97, column generation 0.3 s, the freeable bound 106.8 → 79; paper-shaped 1,000 s7, 1.08, 1.9 s, no
+#: gain; paper-shaped 3,000 1.42, 2.1 s, and slack-scarce 10,000 3.4, 15 s, both far from binding).
+PATTERN_CAP_RATIO = 1.25
 #: Further share of a full repack's time limit for the packing where reaching column generation's rounded-up bound
 #: proves it optimal (:attr:`packer.solvers.patterns.PatternResult.provable`; Falkenauer's u1000: a dive and an integer
 #: master take 2-5 s).
@@ -212,7 +218,28 @@ def engine_bound(problem: PlacementProblem) -> tuple[float, dict, list[ArchMix]]
         softs.append((before - budgeted.value, budgeted.exact))
     detail = {"kind": "upper bound on primary cost the move budget can free (LP)", "freeable_bound": freeable.value,
               "primary_before": before, **_soft_detail(freeable.exact, softs), **below, **freeable.detail}
+    if not has_soft:
+        repack = repack_cost_bound(problem)  # the MILP ignores the budget: a bound on every plan, budgeted or not
+        if repack.exact:  # solved to optimality, so verify recomputes it
+            detail["freeable_lp"] = freeable.value
+            cap_freeable(problem, detail, repack.value, "the MILP over architectures")
     return objective_bound(detail), detail, []
+
+
+def cap_freeable(problem: PlacementProblem, detail: dict, repack_lower: float, method: str) -> None:
+    """Record ``repack_lower`` (primary-cost units), a full repack's lower bound by ``method``, in a move budget's bound
+    ``detail`` (:func:`engine_bound`) as ``repack_lower_bound`` and, where today's primary cost less it is below
+    ``freeable_lp``, let that be ``freeable_bound``: a plan within the budget is a full repack too, so it frees no more.
+
+    Where a budget covers a large share of the tasks and slack is scarce, the LP that splits tasks over pooled room claims
+    more than any placement at all frees (`scarce-1k`, 400 of 988 tasks: the LP 106.8, today's less column generation's
+    bound 79; the full repack frees 75)."""
+    repack_lower = _integral_lower_bound(problem, repack_lower)
+    detail["repack_lower_bound"] = repack_lower
+    capped = detail["primary_before"] - repack_lower
+    detail["freeable_bound"] = min(detail["freeable_lp"], capped)
+    if capped < detail["freeable_lp"]:
+        detail["kind"] = f"upper bound on primary cost the move budget can free (today's less a full repack's bound: {method})"
 
 
 def _soft_detail(exact: bool, softs: list[tuple[float, bool]]) -> dict:
@@ -487,14 +514,17 @@ def _run_engine(problem: PlacementProblem, time_limit: float, seed: int, progres
         progress(Progress("lower bound (LP)", today.objective, None, today.moves, today.hosts, 0.0))
     with interrupt.stoppable():
         bound, detail, mixes = engine_bound(problem)
-        starts = []
+        starts, repack = [], {}
         if "primary_lower_bound" in detail and supported(problem):
             packed = _pattern_bound_and_start(problem, time_limit, detail, progress, clock)
             bound = objective_bound(detail)
             if packed is not None:
                 starts.append(packed)
         elif wide_budget(problem):
-            mixes, starts = _full_repack_starts(problem, time_limit, bound, progress, clock)
+            mixes, starts, repack = _full_repack_starts(problem, time_limit, bound, progress, clock)
+        if "freeable_lp" in detail:
+            _cap_by_patterns(problem, detail, repack, time_limit, progress, clock)
+            bound = objective_bound(detail)
     target = _primary_bound(detail)
     offset = clock.wall()
 
@@ -531,7 +561,31 @@ def _full_repack_starts(problem: PlacementProblem, time_limit: float, bound: flo
     # Where the engine re-solves the whole instance, column generation builds no packing (:func:`_pattern_bound_and_start`).
     if supported(unbudgeted) and wide_enough and not covers_whole_instance(problem):
         packed = _pattern_bound_and_start(unbudgeted, time_limit, detail, None if progress is None else shown, clock)
-    return mixes, [] if packed is None else [packed]
+    return mixes, [] if packed is None else [packed], detail
+
+
+def _cap_by_patterns(problem: PlacementProblem, detail: dict, repack: dict, time_limit: float,
+                     progress: Callable[[Progress], None] | None, clock: SearchClock) -> None:
+    """Let column generation's bound on the full repack cap what a move budget can free (:func:`cap_freeable`; ``detail``:
+    :func:`engine_bound`'s): the bound in ``repack`` (the full repack's bound detail) where its column generation ran for
+    the budget's starts, else a run of its own (:func:`pattern_lower_bound`, its share of ``time_limit``) where today's
+    primary cost less the MILP bound over architectures is within :data:`PATTERN_CAP_RATIO` of the budget's LP."""
+    if "pattern_bound" in repack:
+        lower = repack["primary_lower_bound"]
+    else:
+        unbudgeted = problem.with_rule(None, replaces=MoveBudget)
+        near = detail["primary_before"] - detail["repack_lower_bound"] <= PATTERN_CAP_RATIO * detail["freeable_lp"]
+        # A perfect packing met the MILP's bound: no column generation can raise it.
+        if "perfect_packing" in repack or not near or not supported(unbudgeted) or covers_whole_instance(problem):
+            return
+        if progress is not None:
+            today = evaluate(problem, problem.current)
+            progress(Progress("lower bound (column generation of a full repack)", today.objective, objective_bound(detail), 0,
+                              today.hosts, clock.wall()))
+        lower, found = pattern_lower_bound(unbudgeted, time_limit, detail["repack_lower_bound"], clock.deterministic)
+        clock.spend(min(pattern_share(unbudgeted) * time_limit, found.work))
+    if detail["primary_before"] - _integral_lower_bound(problem, lower) < detail["freeable_bound"]:
+        cap_freeable(problem, detail, lower, "column generation over host patterns")
 
 
 def bound_detail(problem: PlacementProblem, assign: np.ndarray, detail: dict) -> dict:
