@@ -105,9 +105,9 @@ WHOLE_INSTANCE_PATTERN_SHARE = 0.05
 #: time was the search's (paper-shaped 1,000 tasks s8, 400 moves, 30 s: 2.3 s, 122-123 freed against 124-125).
 PACKING_BUDGET_SHARE = 0.5
 #: Column generation bounds a full repack for a move budget's bound too where today's primary cost less the MILP bound
-#: over architectures is at most this many times what the budget's LP says it can free (measured, 60 s: slack-scarce 1,000
-#: tasks, 400 moves, 0.97, column generation 0.3 s, the freeable bound 106.8 → 79; paper-shaped 1,000 s7, 1.08, 1.9 s, no
-#: gain; paper-shaped 3,000 1.42, 2.1 s, and slack-scarce 10,000 3.4, 15 s, both far from binding).
+#: over architectures is at most this many times what the budget's LP says it can free (measured, 400 moves, 60 s:
+#: slack-scarce 1,000 tasks 0.97, column generation 0.2 s, the freeable bound 106.8 → 79; paper-shaped 1,000 s8 1.01,
+#: 0.6 s, 197.4 → 185; s7 1.08, 1.6 s, no gain; paper-shaped 3,000 1.42, 2.1 s, and slack-scarce 10,000 3.4, 15 s: no gain).
 PATTERN_CAP_RATIO = 1.25
 #: Further share of a full repack's time limit for the packing where reaching column generation's rounded-up bound
 #: proves it optimal (:attr:`packer.solvers.patterns.PatternResult.provable`; Falkenauer's u1000: a dive and an integer
