@@ -212,7 +212,6 @@ def _pattern_bound(problem: PlacementProblem, context: PlanContext, own: dict) -
         cg, run = pattern_lower_bound(unbudgeted, time_limit, own["repack_lower_bound"], context.deterministic)
         capped = dict(own)
         cap_freeable(problem, capped, cg, "column generation over host patterns")
-        capped["freeable_bound"] = min(capped["freeable_bound"], own["freeable_bound"])  # the MILP's cap may be tighter
         return objective_bound(capped), run
     return None
 

@@ -227,19 +227,22 @@ def engine_bound(problem: PlacementProblem) -> tuple[float, dict, list[ArchMix]]
 
 
 def cap_freeable(problem: PlacementProblem, detail: dict, repack_lower: float, method: str) -> None:
-    """Record ``repack_lower`` (primary-cost units), a full repack's lower bound by ``method``, in a move budget's bound
-    ``detail`` (:func:`engine_bound`) as ``repack_lower_bound`` and, where today's primary cost less it is below
-    ``freeable_lp``, let that be ``freeable_bound``: a plan within the budget is a full repack too, so it frees no more.
+    """Cap a move budget's ``freeable_bound`` in ``detail`` (:func:`engine_bound`'s) by today's primary cost less
+    ``repack_lower`` (primary-cost units), a full repack's lower bound by ``method``: a plan within the budget is a full
+    repack too, so it frees no more. Records the first bound given, and a later one where it is tighter, as
+    ``repack_lower_bound``; ``kind`` names the method where the cap binds.
 
     Where a budget covers a large share of the tasks and slack is scarce, the LP that splits tasks over pooled room claims
     more than any placement at all frees (`scarce-1k`, 400 of 988 tasks: the LP 106.8, today's less column generation's
     bound 79; the full repack frees 75)."""
     repack_lower = _integral_lower_bound(problem, repack_lower)
-    detail["repack_lower_bound"] = repack_lower
     capped = detail["primary_before"] - repack_lower
-    detail["freeable_bound"] = min(detail["freeable_lp"], capped)
-    if capped < detail["freeable_lp"]:
-        detail["kind"] = f"upper bound on primary cost the move budget can free (today's less a full repack's bound: {method})"
+    if "repack_lower_bound" in detail and capped >= detail["freeable_bound"]:
+        return
+    detail["repack_lower_bound"] = repack_lower
+    if capped < detail["freeable_bound"]:
+        detail.update(freeable_bound=capped,
+                      kind=f"upper bound on primary cost the move budget can free (today's less a full repack's bound: {method})")
 
 
 def _soft_detail(exact: bool, softs: list[tuple[float, bool]]) -> dict:
@@ -543,12 +546,13 @@ def _run_engine(problem: PlacementProblem, time_limit: float, seed: int, progres
 
 
 def _full_repack_starts(problem: PlacementProblem, time_limit: float, bound: float, progress: Callable[[Progress], None] | None,
-                        clock: SearchClock) -> tuple[list[ArchMix], list[np.ndarray]]:
+                        clock: SearchClock) -> tuple[list[ArchMix], list[np.ndarray], dict]:
     """For a wide move budget (:func:`~packer.solvers.engine.wide_budget`), what a full repack of the same problem starts
     from, for the engine to trim to the budget: the solutions of :func:`engine_bound`'s MILPs and, from
     :data:`PACKING_BUDGET_SHARE` of the movable tasks, column generation's packing (:func:`_pattern_bound_and_start`, on
-    its share of ``time_limit``). The full repack's bounds they come with are not reported: the plan's is the budget's
-    own (``bound``, shown in ``progress`` meanwhile), which verify re-derives."""
+    its share of ``time_limit``), and the full repack's bound detail (:func:`engine_bound`'s, with column generation's):
+    the plan's bound is the budget's own (``bound``, shown in ``progress`` meanwhile), which that detail may only cap
+    (:func:`_cap_by_patterns`)."""
     unbudgeted = problem.with_rule(None, replaces=MoveBudget)
 
     def shown(report: Progress) -> None:  # a budgeted solve: say that this plan is one to trim, and show the budget's bound
@@ -580,12 +584,11 @@ def _cap_by_patterns(problem: PlacementProblem, detail: dict, repack: dict, time
             return
         if progress is not None:
             today = evaluate(problem, problem.current)
-            progress(Progress("lower bound (column generation of a full repack)", today.objective, objective_bound(detail), 0,
+            progress(Progress("lower bound: what a full repack can free (column generation)", today.objective, objective_bound(detail), 0,
                               today.hosts, clock.wall()))
         lower, found = pattern_lower_bound(unbudgeted, time_limit, detail["repack_lower_bound"], clock.deterministic)
         clock.spend(min(pattern_share(unbudgeted) * time_limit, found.work))
-    if detail["primary_before"] - _integral_lower_bound(problem, lower) < detail["freeable_bound"]:
-        cap_freeable(problem, detail, lower, "column generation over host patterns")
+    cap_freeable(problem, detail, lower, "column generation over host patterns")
 
 
 def bound_detail(problem: PlacementProblem, assign: np.ndarray, detail: dict) -> dict:
