@@ -110,15 +110,25 @@ def test_a_budgets_bound_is_capped_by_what_a_full_repack_can_free():
     bound, detail, _ = engine_bound(problem)
     assert detail["freeable_lp"] == pytest.approx(1.2) and detail["repack_lower_bound"] == 3.0
     assert detail["freeable_bound"] == 1.0 and bound == 3.0 and "MILP over architectures" in detail["kind"]
-    # 50 such tasks on 60 hosts: 30 moves reach the share where a full repack's column generation runs for the budget.
+    # 50 such tasks on 60 hosts: 30 moves reach the share where a full repack's column generation runs for the budget,
+    # where column generation within the budget does not (here: as if the hosts formed too many groups).
     problem = small_problem([6.0] * 50, [10.0] * 60, [1.0] * 60, list(range(50)), max_moves=30)
-    result = run_solver(problem, "engine", time_limit=2.0, deterministic=True)
+    with mock.patch.object(run, "budget_column_generation", return_value=None):
+        result = run_solver(problem, "engine", time_limit=2.0, deterministic=True)
     assert result.stats["bound"]["freeable_lp"] == pytest.approx(12.0) and result.stats["bound"]["repack_lower_bound"] == 50.0
     assert result.bound == result.objective == 50.0 and "column generation" in result.stats["bound"]["kind"]
-    # 10 moves: the LP's 4 is far below the MILP's cap of 20 (PATTERN_CAP_RATIO), so column generation is not run.
-    problem = small_problem([6.0] * 50, [10.0] * 60, [1.0] * 60, list(range(50)), max_moves=10)
+    # Where it does, it alone caps the LP: to the same bound (its LP's every host holds one task).
     result = run_solver(problem, "engine", time_limit=2.0, deterministic=True)
+    assert result.stats["bound"]["budget_lower_bound"] == 50.0 and result.stats["bound"]["repack_lower_bound"] == 30.0
+    assert result.bound == result.objective == 50.0 and run.BUDGET_PATTERN_METHOD in result.stats["bound"]["kind"]
+    # 10 moves: the LP's 4 is far below the MILP's cap of 20 (PATTERN_CAP_RATIO), so a full repack's column generation
+    # is not run; column generation within the budget proves that no move frees anything.
+    problem = small_problem([6.0] * 50, [10.0] * 60, [1.0] * 60, list(range(50)), max_moves=10)
+    with mock.patch.object(run, "budget_column_generation", return_value=None):
+        result = run_solver(problem, "engine", time_limit=2.0, deterministic=True)
     assert result.stats["bound"]["freeable_bound"] == pytest.approx(4.0) and "column generation" not in result.stats["bound"]["kind"]
+    result = run_solver(problem, "engine", time_limit=2.0, deterministic=True)
+    assert result.stats["bound"]["freeable_bound"] == 0.0 and result.bound == result.objective == 50.0
 
 
 @pytest.mark.parametrize("weight, max_moves, expected", [(1.0, None, 1.6), (5.0, None, 2.0), (1.0, 1, 1.6)])

@@ -13,7 +13,7 @@ from packer.model.build import GoalWeights
 from packer.model.metrics import evaluate, violations
 from packer.solvers import patterns, run, solve_milp
 from packer.solvers.clock import SearchClock
-from packer.solvers.patterns import (FILL_WORK_PER_HOST, FULL_PATTERN_VISIT_WORK, GRIDS, Classes, _fill, _price, _price_by_table, _unique_rows,
+from packer.solvers.patterns import (FILL_WORK_PER_HOST, FULL_PATTERN_VISIT_WORK, GRIDS, Classes, _fill, price_by_cpsat, _price_by_table, _unique_rows,
                                      column_generation, dive,
                                      exact_units, full_packing, full_patterns, host_types, packing_applies, pattern_packing, perfect_packing_classes,
                                      supported, task_classes)
@@ -279,7 +279,7 @@ def test_pricing_by_table_finds_cp_sats_optimum(data, dims):
     classes = Classes(unit=np.ones(dims), k=k, count=count, allowed=np.ones((n, 1), dtype=bool), of_task=np.arange(n), grid=20, exact=True)
     candidates = np.arange(n)
     best, value = _price_by_table(pi, classes, room, candidates)
-    found, bound, proven, _ = _price(pi, classes, room, candidates, time_limit=10.0, hint=None)
+    found, bound, proven, _ = price_by_cpsat(pi, classes, room, candidates, time_limit=10.0, hint=None)
     assert proven
     optimum = float(pi @ found[-1]) if found else 0.0
     assert value == pytest.approx(optimum, abs=1e-6 * max(1.0, optimum))

@@ -25,8 +25,10 @@ from packer.solvers.result import SolveResult
 from packer.io.trace import read_trace, write_trace
 from packer.plan.verify import verify_plan
 from packer.plan.claims import check_claims
-from packer.solvers import milp
-from packer.solvers.run import engine_bound, run_solver
+from unittest import mock
+
+from packer.solvers import milp, run
+from packer.solvers.run import BUDGET_PATTERN_METHOD, engine_bound, run_solver
 from problems import small_problem
 from packer.report.report import plan_sections
 
@@ -351,15 +353,21 @@ def test_an_engine_plan_whose_bound_autos_exact_solver_raised_verifies(solved, t
     assert "claim, not verified: bound" in result.output and "highs's own bound, above verify's best lower bound" in result.output
 
 
+def solve_generated(tmp_path: Path, generate: list[str], solve: list[str]) -> tuple[Path, Path, str]:
+    """A trace ``packer generate`` writes (0.2 days, ``generate``'s options) solved by the engine, counted as work (``solve``'s
+    options): the trace, the plan and the console's output."""
+    trace, plan = tmp_path / "trace", tmp_path / "plan"
+    result = CliRunner().invoke(cli, ["generate", "--days", "0.2", *generate, "--out", str(trace)])
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(cli, ["solve", str(trace), "--out", str(plan), "--solver", "engine", "--deterministic", *solve])
+    assert result.exit_code == 0, result.output
+    return trace, plan, result.output
+
+
 def test_a_p99_sens_plans_bound_counts_interference_and_verifies(tmp_path):
     """The engine's bound on a P99 Sens full repack is the MILP's on TCO plus interference, above the TCO bound alone."""
-    trace, plan = tmp_path / "trace", tmp_path / "plan"
-    runner = CliRunner()
-    result = runner.invoke(cli, ["generate", "--tasks", "30", "--hosts", "15", "--days", "0.2", "--seed", "3", "--out", str(trace)])
-    assert result.exit_code == 0, result.output
-    result = runner.invoke(cli, ["solve", str(trace), "--out", str(plan), "--config", "p99-sens", "--solver", "engine",
-                                 "--max-moves", "unlimited", "--time-limit", "3", "--deterministic"])
-    assert result.exit_code == 0, result.output
+    trace, plan, _ = solve_generated(tmp_path, ["--tasks", "30", "--hosts", "15", "--seed", "3"],
+                                     ["--config", "p99-sens", "--max-moves", "unlimited", "--time-limit", "3"])
     summary = json.loads((plan / SUMMARY_FILE).read_text())
     detail = summary["solver"]["stats"]["bound"]
     assert detail["primary_and_soft_lower_bound"] > detail["primary_lower_bound"] + 1
@@ -380,6 +388,19 @@ def test_a_p99_sens_plans_bound_counts_interference_and_verifies(tmp_path):
     (plan / SUMMARY_FILE).write_text(json.dumps(summary))
     result = run_verify(trace, plan)
     assert result.exit_code == 1 and "solver.stats.bound.primary_lower_bound: summary says 3.0, recomputed 4.0" in result.output, result.output
+
+
+def test_a_budgets_plan_from_column_generation_within_it_verifies(tmp_path):
+    """On limits from requests (a fine grid) a binding budget's solve runs column generation within it; its bound caps
+    the LP's (here 21 against 22.0) and the plan, counted as work, verifies, the bound recomputed by the same method."""
+    trace, plan, console = solve_generated(tmp_path, ["--tasks", "120", "--hosts", "50", "--seed", "12"],
+                                           ["--config", "baseline", "--max-moves", "30", "--time-limit", "4"])
+    assert "lower bound and plan within the move budget (column generation)" in console
+    detail = json.loads((plan / SUMMARY_FILE).read_text())["solver"]["stats"]["bound"]
+    assert BUDGET_PATTERN_METHOD in detail["kind"] and detail["freeable_bound"] < detail["freeable_lp"] - 0.5
+    result = run_verify(trace, plan)
+    assert result.exit_code == 0, result.output
+    assert "column generation over host patterns within the move budget, counted as work" in result.output, result.output
 
 
 def test_console_summary_and_report_show_one_gap(solved):
@@ -411,9 +432,11 @@ def test_a_deterministic_column_generation_bound_must_be_stated_exactly(determin
 
 @pytest.mark.parametrize("deterministic", [True, False])
 def test_a_budgets_column_generation_cap_must_be_stated_exactly_where_reproducible(deterministic):
-    # 50 tasks of 0.6 host on 60 hosts, 30 moves: the budget's LP says 12 can be freed, column generation's full repack none.
+    # 50 tasks of 0.6 host on 60 hosts, 30 moves: the budget's LP says 12 can be freed, column generation's full repack
+    # none (where column generation within the budget does not run: here, as if the hosts formed too many groups).
     problem = small_problem([6.0] * 50, [10.0] * 60, [1.0] * 60, list(range(50)), max_moves=30)
-    result = run_solver(problem, "engine", time_limit=2.0, deterministic=deterministic)
+    with mock.patch.object(run, "budget_column_generation", return_value=None):
+        result = run_solver(problem, "engine", time_limit=2.0, deterministic=deterministic)
     detail = result.stats["bound"]
     assert "column generation" in detail["kind"] and detail["freeable_bound"] == 0.0 and result.bound == 50.0
     context = PlanContext(trace="unused", solver="engine", time_limit_s=2.0, deterministic=deterministic)
@@ -432,6 +455,28 @@ def test_a_budgets_column_generation_cap_must_be_stated_exactly_where_reproducib
     raised = summary(47.0, repack_lower_bound=45.0, freeable_bound=5.0, share_of_bound=0.0)
     raised["solver"]["stats"]["auto"] = {"engine": {"status": "feasible", "bound": 45.0}, "highs": {"status": "feasible", "bound": 47.0}}
     assert not any("not what its freeable_bound" in line for line in check_claims(problem, context, raised, result.assign).wrong)
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_a_bound_within_the_budget_must_be_stated_exactly_where_reproducible(deterministic):
+    # 50 tasks of 0.6 host on 60 hosts, 10 moves: the budget's LP says 4 can be freed, column generation within it none.
+    problem = small_problem([6.0] * 50, [10.0] * 60, [1.0] * 60, list(range(50)), max_moves=10)
+    result = run_solver(problem, "engine", time_limit=2.0, deterministic=deterministic)
+    detail = result.stats["bound"]
+    assert BUDGET_PATTERN_METHOD in detail["kind"] and detail["budget_lower_bound"] == 50.0 and result.bound == 50.0
+    context = PlanContext(trace="unused", solver="engine", time_limit_s=2.0, deterministic=deterministic)
+
+    def summary(bound: float, **changes) -> dict:
+        return {"status": "feasible", "bound": bound, "solver": {"name": "engine", "objective": result.objective,
+                                                                 "stats": dict(result.stats, bound=dict(detail, **changes))}}
+
+    found = check_claims(problem, context, summary(50.0), result.assign)
+    assert found.wrong == [] and any(BUDGET_PATTERN_METHOD.split(" within")[0] in line for line in found.proven), found.proven
+    looser = summary(47.0, budget_lower_bound=47.0, freeable_bound=3.0, share_of_bound=0.0)
+    # A lower bound below the true one is still valid: only a reproducible run can tell that it is not what the solve computed.
+    assert bool(check_claims(problem, context, looser, result.assign).wrong) == deterministic
+    inconsistent = check_claims(problem, context, summary(50.0, budget_lower_bound=47.0), result.assign).wrong
+    assert any("not what its freeable_bound 3.0 gives" in line for line in inconsistent), inconsistent
 
 
 @pytest.mark.parametrize("deterministic", [True, False])

@@ -9,8 +9,9 @@ details) and ``runtime_s``. :func:`check_claims` re-derives each of them it can:
   the engine's bound (:func:`packer.solvers.run.engine_bound`: the LP on what the move
   budget can free, capped by the full repack's MILP bound, or the MILP over architectures for a
   full repack); for an engine plan whose bound came from column generation (a full repack's,
-  or one capping what a budget can free), a run of it with the plan's time limit
-  (:func:`packer.solvers.run.pattern_lower_bound`; under ``--deterministic`` it reproduces the
+  or one capping what a budget can free, on the full repack or within the budget), a run of it with the plan's time limit
+  (:func:`packer.solvers.run.pattern_lower_bound`, :func:`packer.solvers.run.budget_pattern_bound`; under
+  ``--deterministic`` it reproduces the
   solve's and the summary must state it); for a plan of an exact solver (cbc,
   highs, cpsat) that claims ``optimal`` or a bound above the engine's, and for an engine
   plan that claims ``optimal`` (CP-SAT's proof over the whole instance), the optimum, by
@@ -62,8 +63,9 @@ from packer.rules.budget import MoveBudget
 from packer.solvers.exact import build_exact_model
 from packer.solvers.milp import lp_relaxation_bound, solve_milp
 from packer.solvers.patterns import PatternResult, supported
-from packer.solvers.run import (EXACT_MAX_PAIRS, bound_detail, candidate_pairs, cap_freeable, engine_bound, objective_bound,
-                                pattern_lower_bound)
+from packer.solvers.budget_patterns import BudgetPatterns
+from packer.solvers.run import (BUDGET_PATTERN_METHOD, EXACT_MAX_PAIRS, bound_detail, budget_pattern_bound, candidate_pairs,
+                                cap_freeable, engine_bound, objective_bound, pattern_lower_bound)
 
 #: Relative tolerance of "the objective meets the bound" for status ``optimal`` (CP-SAT rounds its objective to ~1e-6 per host and task).
 OPTIMAL_TOLERANCE = 1e-4
@@ -152,14 +154,16 @@ def check_claims(problem: PlacementProblem, context: PlanContext, summary: dict[
         looser_ok = name == "engine" and bool(own.get("exact")) and status != "optimal" and by_auto is None
         if name == "engine" and own.get("exact") and by_auto is None:
             expected = own_value
-        patterns = _pattern_bound(problem, context, own) if name == "engine" and "column generation" in str(detail.get("kind", "")) else None
+        kind = str(detail.get("kind", ""))
+        patterns = _pattern_bound(problem, context, own, kind) if name == "engine" and "column generation" in kind else None
         if patterns is not None:
             cg, run = patterns
-            lower.add(cg, "column generation over host patterns (verify's run)")
+            how = "column generation over host patterns" + (" within the move budget" if BUDGET_PATTERN_METHOD in kind else "")
+            lower.add(cg, f"{how} (verify's run)")
             # Counted as work (--deterministic) the run is reproducible and its bound must be the summary's; by wall clock, a claim.
             expected, looser_ok = None, False
             if context.deterministic and not run.capped:
-                expected, method = cg, "column generation over host patterns, counted as work"
+                expected, method = cg, f"{how}, counted as work"
             if run.converged and bound is not None and bound > cg + _slack(cg):
                 found.wrong.append(f"bound: summary says {bound!r}, above the column-generation bound {cg!r} verify computed, "
                                    "which converged: no run of it can go higher")
@@ -198,12 +202,23 @@ def check_claims(problem: PlacementProblem, context: PlanContext, summary: dict[
     return found
 
 
-def _pattern_bound(problem: PlacementProblem, context: PlanContext, own: dict) -> tuple[float, PatternResult] | None:
+def _pattern_bound(problem: PlacementProblem, context: PlanContext, own: dict,
+                   kind: str) -> tuple[float, PatternResult | BudgetPatterns] | None:
     """The objective's bound a solve of ``problem`` gets from column generation (verify's run of it, with the plan's time
     limit) and the run: on a full repack, raising ``own``'s MILP bound over architectures
-    (:func:`packer.solvers.run.pattern_lower_bound`); with a move budget, on the same problem without it, capping what
-    the budget can free (:func:`packer.solvers.run.cap_freeable`). None where column generation does not apply."""
+    (:func:`packer.solvers.run.pattern_lower_bound`); with a move budget, capping what the budget can free
+    (:func:`packer.solvers.run.cap_freeable`), within the budget where the plan's bound (its ``kind``) says so
+    (:func:`packer.solvers.run.budget_pattern_bound`), else on the same problem without it. None where column generation
+    does not apply."""
     time_limit = context.time_limit_s or DEFAULT_TIME_LIMIT
+    if "freeable_lp" in own and BUDGET_PATTERN_METHOD in kind:
+        lower, within = budget_pattern_bound(problem, time_limit, context.deterministic)
+        if within is None:
+            return None
+        capped = dict(own)
+        if math.isfinite(lower):
+            cap_freeable(problem, capped, lower, BUDGET_PATTERN_METHOD, within_budget=True)
+        return objective_bound(capped), within
     if "primary_lower_bound" in own and supported(problem):
         cg, run = pattern_lower_bound(problem, time_limit, own["primary_lower_bound"], context.deterministic)
         return objective_bound({**own, "primary_lower_bound": cg}), run  # on the primary cost: the objective's bound
@@ -343,9 +358,11 @@ def _check_engine_detail(found: ClaimsFinding, problem: PlacementProblem, assign
         if looser_ok and _is_number(bound) and bound < own["primary_before"] - freeable + floor - _slack(bound):
             freeable = own["primary_before"] + floor - bound  # what the plan's looser bound says the budget can free
         patterns = "column generation" in str(detail.get("kind", "")) and "freeable_lp" in own
-        if patterns and _is_number(detail.get("repack_lower_bound")):
-            # Capped by the plan's column-generation bound on the full repack (a claim, checked with the plan's bound).
-            freeable = min(freeable, own["primary_before"] - detail["repack_lower_bound"])
+        claimed = [detail[key] for key in ("repack_lower_bound", "budget_lower_bound") if _is_number(detail.get(key))]
+        if patterns and claimed:
+            # Capped by the plan's column-generation bound on the full repack or within the budget (a claim, checked with
+            # the plan's bound).
+            freeable = min(freeable, own["primary_before"] - max(claimed))
             if _is_number(bound) and not by_auto and not _close(bound, objective_bound({**own, "freeable_bound": freeable})):
                 found.wrong.append(f"bound: summary says {bound!r}, not what its freeable_bound {freeable!r} gives")
         reached = bound_detail(problem, assign, {**own, "freeable_bound": freeable})

@@ -286,7 +286,7 @@ def host_types(problem: PlacementProblem, classes: Classes) -> HostTypes:
                      constant=float(problem.primary_cost[pinned_host].sum()))
 
 
-def _fractional_value(pi: np.ndarray, k: np.ndarray, count: np.ndarray, room: np.ndarray) -> float:
+def fractional_value(pi: np.ndarray, k: np.ndarray, count: np.ndarray, room: np.ndarray) -> float:
     """An upper bound on ``max Σ π_c a_c`` s.t. ``Σ a_c k_cd ≤ room_d``, ``0 ≤ a_c ≤ count_c``: the smallest one-dimension fractional knapsack."""
     best = np.inf
     for d in range(k.shape[1]):
@@ -306,7 +306,7 @@ def _fractional_value(pi: np.ndarray, k: np.ndarray, count: np.ndarray, room: np
     return float(best)
 
 
-def _greedy_patterns(pi: np.ndarray, classes: Classes, room: np.ndarray, candidates: np.ndarray) -> list[np.ndarray]:
+def greedy_patterns(pi: np.ndarray, classes: Classes, room: np.ndarray, candidates: np.ndarray) -> list[np.ndarray]:
     """Patterns built greedily by value per unit of each dimension and of the tightest one (cheap pricing)."""
     candidates = candidates[pi[candidates] > 1e-12]
     if len(candidates) == 0:
@@ -330,7 +330,7 @@ def _greedy_patterns(pi: np.ndarray, classes: Classes, room: np.ndarray, candida
     return patterns
 
 
-def _price(pi: np.ndarray, classes: Classes, room: np.ndarray, candidates: np.ndarray, time_limit: float,
+def price_by_cpsat(pi: np.ndarray, classes: Classes, room: np.ndarray, candidates: np.ndarray, time_limit: float,
            hint: np.ndarray | None, deterministic: bool = False) -> tuple[list[np.ndarray], float, bool, float]:
     """Patterns of one host type, best last, an upper bound on a pattern's value (``Σ π_c a_c``), whether the last is proven best,
     and CP-SAT's deterministic time (s).
@@ -516,7 +516,7 @@ def _solve_master(lp: mathopt.IncrementalSolver) -> mathopt.SolveResult | None:
 
 def _lagrangian_bound(pi: np.ndarray, upper: np.ndarray, classes: Classes, types: HostTypes) -> float:
     """The better of L(π) and L(π/θ) (module doc), θ = the largest value per cost of any host type's pattern (``upper``: bounds on those values)."""
-    pinned = sum(_fractional_value(np.where(classes.allowed[:, a], pi, 0.0), classes.k, classes.count, room)
+    pinned = sum(fractional_value(np.where(classes.allowed[:, a], pi, 0.0), classes.k, classes.count, room)
                  for a, room in enumerate(types.pinned_room))
     counts = np.array([len(h) for h in types.hosts], dtype=float)
     plain = types.constant + float(pi @ classes.count) - pinned + float((counts * np.minimum(0.0, types.cost - upper)).sum())
@@ -578,7 +578,7 @@ class _Pricing:
         whether none added is a proof that none exists (every type priced exactly, within ``clock``).
         """
         classes, types = self.classes, self.types
-        upper = np.array([_fractional_value(pi[c], classes.k[c], classes.count[c], types.room[t]) for t, c in enumerate(self.candidates)])
+        upper = np.array([fractional_value(pi[c], classes.k[c], classes.count[c], types.room[t]) for t, c in enumerate(self.candidates)])
 
         def add(t: int, patterns: list[np.ndarray]) -> int:
             price = types.cost[t] - mu[t]
@@ -590,7 +590,7 @@ class _Pricing:
                 patterns, upper[t] = _table_patterns(pi, types.cost[t] - mu[t], classes, types.room[t], self.candidates[t])
                 clock.spend(TABLE_WORK_SECONDS * self.table_work[t] * max(1, len(patterns)))
             else:
-                patterns = _greedy_patterns(pi, classes, types.room[t], self.candidates[t])
+                patterns = greedy_patterns(pi, classes, types.room[t], self.candidates[t])
             added += add(t, patterns)
         if added:
             return added, upper, False
@@ -600,7 +600,7 @@ class _Pricing:
                 continue
             if clock.expired() or interrupt.stop_requested():
                 return added, upper, False
-            found, bound_t, exact_t, work = _price(pi, classes, types.room[t], self.candidates[t],
+            found, bound_t, exact_t, work = price_by_cpsat(pi, classes, types.room[t], self.candidates[t],
                                                    min(self.pricing_time, clock.remaining()), self.last[t], self.deterministic)
             clock.spend(work)
             upper[t] = min(upper[t], bound_t)

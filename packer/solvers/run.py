@@ -67,6 +67,7 @@ from packer.rules.budget import MoveBudget
 from packer.rules.pools import Pools
 from packer.solvers.baselines import BASELINES, run_baseline
 from packer.solvers.bounds import ArchMix, freeable_cost_bound, repack_cost_bound
+from packer.solvers.budget_patterns import BudgetPatterns, budget_column_generation, budget_packing
 from packer.solvers.clock import SearchClock
 from packer.solvers.cpsat import solve_cpsat
 from packer.solvers.engine import EngineConfig, Progress, covers_whole_instance, solve_engine, wide_budget
@@ -109,6 +110,16 @@ PACKING_BUDGET_SHARE = 0.5
 #: slack-scarce 1,000 tasks 0.97, column generation 0.2 s, the freeable bound 106.8 → 79; paper-shaped 1,000 s8 1.01,
 #: 0.6 s, 197.4 → 185; s7 1.08, 1.6 s, no gain; paper-shaped 3,000 1.42, 2.1 s, and slack-scarce 10,000 3.4, 15 s: no gain).
 PATTERN_CAP_RATIO = 1.25
+#: Share of a move budget's time limit for column generation within the budget (:mod:`packer.solvers.budget_patterns`:
+#: its bound, and the columns of its packing), which stops sooner where it converges (measured, 400 moves: slack-scarce
+#: 1,000 tasks 2.5 s, paper-shaped 1,000 tasks 7-12 s, 3,000 8 s, ladder 5,000 12 s; slack-scarce 10,000 unconverged
+#: at 30 s, its bound then 399.9 against the LP's 403, its packing freeing 378 against the engine's 353).
+BUDGET_PATTERN_SHARE = 0.4
+#: Share of a move budget's time limit for that packing (CP-SAT over the columns; it stops sooner where it proves its
+#: optimum over them: measured 0.5-9 s).
+BUDGET_PACKING_SHARE = 0.15
+#: How a bound from column generation within a move budget is named (``kind``; :mod:`packer.plan.claims` looks for it).
+BUDGET_PATTERN_METHOD = "column generation over host patterns within the move budget"
 #: Further share of a full repack's time limit for the packing where reaching column generation's rounded-up bound
 #: proves it optimal (:attr:`packer.solvers.patterns.PatternResult.provable`; Falkenauer's u1000: a dive and an integer
 #: master take 2-5 s).
@@ -226,23 +237,25 @@ def engine_bound(problem: PlacementProblem) -> tuple[float, dict, list[ArchMix]]
     return objective_bound(detail), detail, []
 
 
-def cap_freeable(problem: PlacementProblem, detail: dict, repack_lower: float, method: str) -> None:
+def cap_freeable(problem: PlacementProblem, detail: dict, repack_lower: float, method: str, within_budget: bool = False) -> None:
     """Cap a move budget's ``freeable_bound`` in ``detail`` (:func:`engine_bound`'s) by today's primary cost less
     ``repack_lower`` (primary-cost units), a full repack's lower bound by ``method``: a plan within the budget is a full
     repack too, so it frees no more. Records the first bound given, and a later one where it is tighter, as
-    ``repack_lower_bound``; ``kind`` names the method where the cap binds.
+    ``repack_lower_bound``; ``kind`` names the method where the cap binds. ``within_budget``: ``repack_lower`` bounds
+    only the plans within the budget (:func:`budget_pattern_bound`), recorded as ``budget_lower_bound``.
 
     Where a budget covers a large share of the tasks and slack is scarce, the LP that splits tasks over pooled room claims
     more than any placement at all frees (`scarce-1k`, 400 of 988 tasks: the LP 106.8, today's less column generation's
     bound 79; the full repack frees 75)."""
     repack_lower = _integral_lower_bound(problem, repack_lower)
     capped = detail["primary_before"] - repack_lower
-    if "repack_lower_bound" in detail and capped >= detail["freeable_bound"]:
+    key, whose = ("budget_lower_bound", "a bound on every plan within it") if within_budget else ("repack_lower_bound", "a full repack's bound")
+    if key in detail and capped >= detail["freeable_bound"]:
         return
-    detail["repack_lower_bound"] = repack_lower
+    detail[key] = repack_lower
     if capped < detail["freeable_bound"]:
         detail.update(freeable_bound=capped,
-                      kind=f"upper bound on primary cost the move budget can free (today's less a full repack's bound: {method})")
+                      kind=f"upper bound on primary cost the move budget can free (today's less {whose}: {method})")
 
 
 def _soft_detail(exact: bool, softs: list[tuple[float, bool]]) -> dict:
@@ -526,7 +539,11 @@ def _run_engine(problem: PlacementProblem, time_limit: float, seed: int, progres
         elif wide_budget(problem):
             mixes, starts, repack = _full_repack_starts(problem, time_limit, bound, progress, clock)
         if "freeable_lp" in detail:
-            _cap_by_patterns(problem, detail, repack, time_limit, progress, clock)
+            ran, packed = _budget_patterns(problem, detail, time_limit, seed, progress, clock)
+            if packed is not None:
+                starts.append(packed)
+            if not ran:
+                _cap_by_patterns(problem, detail, repack, time_limit, progress, clock)
             bound = objective_bound(detail)
     target = _primary_bound(detail)
     offset = clock.wall()
@@ -589,6 +606,41 @@ def _cap_by_patterns(problem: PlacementProblem, detail: dict, repack: dict, time
         lower, found = pattern_lower_bound(unbudgeted, time_limit, detail["repack_lower_bound"], clock.deterministic)
         clock.spend(min(pattern_share(unbudgeted) * time_limit, found.work))
     cap_freeable(problem, detail, lower, "column generation over host patterns")
+
+
+def _budget_patterns(problem: PlacementProblem, detail: dict, time_limit: float, seed: int,
+                     progress: Callable[[Progress], None] | None, clock: SearchClock) -> tuple[bool, np.ndarray | None]:
+    """Where column generation within the move budget applies (not where the engine re-solves the whole instance): its
+    bound caps what the budget can free (:func:`cap_freeable`), and its packing is returned, a start for the engine. Returns
+    whether it ran and the packing (None where there is none)."""
+    if covers_whole_instance(problem):
+        return False, None
+    if progress is not None:
+        today = evaluate(problem, problem.current)
+        progress(Progress("lower bound and plan within the move budget (column generation)", today.objective,
+                          objective_bound(detail), 0, today.hosts, clock.wall()))
+    lower, found = budget_pattern_bound(problem, time_limit, clock.deterministic)
+    if found is None:
+        return False, None
+    clock.spend(min(BUDGET_PATTERN_SHARE * time_limit, found.work))
+    detail.update(found.detail)
+    if math.isfinite(lower):  # no iteration priced: no bound
+        cap_freeable(problem, detail, lower, BUDGET_PATTERN_METHOD, within_budget=True)
+    part = clock.part(BUDGET_PACKING_SHARE * time_limit)
+    packed = budget_packing(problem, found, part, seed)
+    clock.spend(part.work)
+    return True, packed
+
+
+def budget_pattern_bound(problem: PlacementProblem, time_limit: float,
+                         deterministic: bool = False) -> tuple[float, BudgetPatterns | None]:
+    """Column generation within the move budget's lower bound on the primary cost of every plan within it, as a solve of
+    ``time_limit`` seconds computes it (:data:`BUDGET_PATTERN_SHARE` of it; rounded up where costs are integral), and the
+    run; −inf and None where it does not apply (:func:`packer.solvers.budget_patterns.budget_column_generation`)."""
+    found = budget_column_generation(problem, BUDGET_PATTERN_SHARE * time_limit, deterministic)
+    if found is None:
+        return -math.inf, None
+    return _integral_lower_bound(problem, found.bound), found
 
 
 def bound_detail(problem: PlacementProblem, assign: np.ndarray, detail: dict) -> dict:
