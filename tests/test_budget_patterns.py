@@ -1,4 +1,6 @@
 """Column generation within a move budget (packer.solvers.budget_patterns): its bound holds, its packing is valid."""
+from unittest import mock
+
 import numpy as np
 import pytest
 from hypothesis import example, given, settings
@@ -87,3 +89,18 @@ def test_the_bound_holds_against_the_proven_optimum_and_every_packing_is_valid(s
     if packed is not None:
         assert not violations(problem, packed)
         assert _primary(problem, packed) >= best - 1e-6
+
+
+@pytest.mark.parametrize("default_budget, freed", [(7, 7), (5, None)])
+def test_a_full_repack_starts_from_the_default_budgets_plan_where_that_budget_nearly_frees_as_much(default_budget, freed):
+    """The twelve scattered tasks: a full repack frees 8 hosts; 7 moves free 7 (within 1.25 times: the plan is a start),
+    5 moves free 5 (the full repack's own plans free far more: no start)."""
+    problem = _scattered_thirds(None)
+    detail = run.engine_bound(problem)[1]
+    with mock.patch.object(run, "BUDGETED_START_MOVES", default_budget), mock.patch.object(run, "covers_whole_instance", return_value=False):
+        start = run._default_budget_start(problem, detail, 5.0, 0, None, SearchClock(5.0, True))
+    if freed is None:
+        assert start is None
+    else:
+        assert not violations(problem, start) and np.count_nonzero(start != problem.current) <= default_budget
+        assert 12 - _primary(problem, start) == freed

@@ -67,15 +67,15 @@ from packer.rules.budget import MoveBudget
 from packer.rules.pools import Pools
 from packer.solvers.baselines import BASELINES, run_baseline
 from packer.solvers.bounds import ArchMix, freeable_cost_bound, repack_cost_bound
-from packer.solvers.budget_patterns import BudgetPatterns, budget_column_generation, budget_packing
+from packer.solvers.budget_patterns import BudgetPatterns, applies, budget_column_generation, budget_packing
 from packer.solvers.clock import SearchClock
 from packer.solvers.cpsat import solve_cpsat
-from packer.solvers.engine import EngineConfig, Progress, covers_whole_instance, solve_engine, wide_budget
+from packer.solvers.engine import BUDGETED_START_MOVES, EngineConfig, Progress, covers_whole_instance, solve_engine, wide_budget
 from packer.solvers.exact import unplaceable_tasks
 from packer.solvers.leximin import solve_leximin_engine, solve_leximin_exact
 from packer.solvers.milp import solve_milp
-from packer.solvers.patterns import (PatternResult, column_generation, packing_applies, pattern_packing, perfect_packing,
-                                     perfect_packing_classes, supported)
+from packer.solvers.patterns import (PACKING_RULES, PatternResult, column_generation, packing_applies, pattern_packing,
+                                     perfect_packing, perfect_packing_classes, supported)
 from packer.solvers.pools import solve_pools, why_not_split
 from packer.solvers.result import SolveResult
 
@@ -118,6 +118,11 @@ BUDGET_PATTERN_SHARE = 0.4
 #: Share of a move budget's time limit for that packing (CP-SAT over the columns; it stops sooner where it proves its
 #: optimum over them: measured 0.5-9 s).
 BUDGET_PACKING_SHARE = 0.15
+#: Shares of a full repack's time limit for the default budget's plan by column generation within it, one of its starts
+#: (:func:`_default_budget_start`; slack-scarce 1,000 tasks, 60 s: the full repack ended at 674.1 without it, above the
+#: 400-move plan's 671.1; column generation there converges in 2.5 s).
+DEFAULT_BUDGET_PATTERN_SHARE = 0.2
+DEFAULT_BUDGET_PACKING_SHARE = 0.1
 #: How a bound from column generation within a move budget is named (``kind``; :mod:`packer.plan.claims` looks for it).
 BUDGET_PATTERN_METHOD = "column generation over host patterns within the move budget"
 #: Further share of a full repack's time limit for the packing where reaching column generation's rounded-up bound
@@ -249,7 +254,8 @@ def cap_freeable(problem: PlacementProblem, detail: dict, repack_lower: float, m
     bound 79; the full repack frees 75)."""
     repack_lower = _integral_lower_bound(problem, repack_lower)
     capped = detail["primary_before"] - repack_lower
-    key, whose = ("budget_lower_bound", "a bound on every plan within it") if within_budget else ("repack_lower_bound", "a full repack's bound")
+    key, whose = (("budget_lower_bound", "a bound on every plan within it") if within_budget
+                  else ("repack_lower_bound", "a full repack's bound"))
     if key in detail and capped >= detail["freeable_bound"]:
         return
     detail[key] = repack_lower
@@ -534,8 +540,8 @@ def _run_engine(problem: PlacementProblem, time_limit: float, seed: int, progres
         if "primary_lower_bound" in detail and supported(problem):
             packed = _pattern_bound_and_start(problem, time_limit, detail, progress, clock)
             bound = objective_bound(detail)
-            if packed is not None:
-                starts.append(packed)
+            within = _default_budget_start(problem, detail, time_limit, seed, progress, clock)
+            starts += [start for start in (packed, within) if start is not None]
         elif wide_budget(problem):
             mixes, starts, repack = _full_repack_starts(problem, time_limit, bound, progress, clock)
         if "freeable_lp" in detail:
@@ -626,10 +632,42 @@ def _budget_patterns(problem: PlacementProblem, detail: dict, time_limit: float,
     detail.update(found.detail)
     if math.isfinite(lower):  # no iteration priced: no bound
         cap_freeable(problem, detail, lower, BUDGET_PATTERN_METHOD, within_budget=True)
-    part = clock.part(BUDGET_PACKING_SHARE * time_limit)
+    return True, _budget_packing(problem, found, BUDGET_PACKING_SHARE * time_limit, seed, clock)
+
+
+def _default_budget_start(problem: PlacementProblem, detail: dict, time_limit: float, seed: int,
+                          progress: Callable[[Progress], None] | None, clock: SearchClock) -> np.ndarray | None:
+    """For a full repack (``detail``: its bound's, column generation's included), the default budget's plan by column
+    generation within it (:data:`DEFAULT_BUDGET_PATTERN_SHARE` and :data:`DEFAULT_BUDGET_PACKING_SHARE` of ``time_limit``),
+    a start: the budgeted solve of the same configuration starts from such a plan. Only where the full repack can free
+    at most :data:`PATTERN_CAP_RATIO` times what the budget's LP says it can (else the full repack's own plans free far
+    more), the packing rules only, and not where column generation's packing already met the bound; None elsewhere."""
+    budgeted = problem.with_rule(MoveBudget(BUDGETED_START_MOVES))
+    settled = detail.get("pattern_packing", math.inf) <= detail["primary_lower_bound"] + 1e-6
+    if (settled or covers_whole_instance(problem) or not applies(budgeted)
+            or any(rule.name not in PACKING_RULES for rule in problem.rules)):
+        return None
+    before = float(problem.primary_cost[np.unique(problem.current)].sum())
+    if before - detail["primary_lower_bound"] > PATTERN_CAP_RATIO * freeable_cost_bound(budgeted).value:
+        return None
+    if progress is not None:
+        today = evaluate(problem, problem.current)
+        progress(Progress("plan within the default move budget (column generation)", today.objective, objective_bound(detail), 0,
+                          today.hosts, clock.wall()))
+    found = budget_column_generation(budgeted, DEFAULT_BUDGET_PATTERN_SHARE * time_limit, clock.deterministic)
+    if found is None:
+        return None
+    clock.spend(min(DEFAULT_BUDGET_PATTERN_SHARE * time_limit, found.work))
+    return _budget_packing(budgeted, found, DEFAULT_BUDGET_PACKING_SHARE * time_limit, seed, clock)
+
+
+def _budget_packing(problem: PlacementProblem, found: BudgetPatterns, seconds: float, seed: int,
+                    clock: SearchClock) -> np.ndarray | None:
+    """:func:`~packer.solvers.budget_patterns.budget_packing` on at most ``seconds`` of ``clock``, charged to it."""
+    part = clock.part(seconds)
     packed = budget_packing(problem, found, part, seed)
     clock.spend(part.work)
-    return True, packed
+    return packed
 
 
 def budget_pattern_bound(problem: PlacementProblem, time_limit: float,
