@@ -23,14 +23,17 @@ it, so for any π ≥ 0 and μ ≥ 0
 bounds the primary cost of every placement within the budget, with ``v̄_g`` an upper bound on
 ``max Σ_c π_c s_c + (π_c − μ) r_c`` over the group's patterns. The bound reported is the best
 L seen, so a run stopped at any time still reports a valid one. Pricing a group is a knapsack
-of each class twice (stays, at most ``held_c``, and arrivals at a value μ lower): greedily, and
-where the greedy finds no column, by CP-SAT for every group (:func:`packer.solvers.patterns.price_by_cpsat`).
+of each class twice (stays, at most ``held_c``, and arrivals at a value μ lower): greedily on
+each class's demand rounded *up* to the grid (so that its columns fit their real tasks and
+serve the packing), from :data:`PARTIAL_GROUPS` groups per iteration on; where the greedy finds
+no column, by CP-SAT on demands rounded down, for every group (the bound's ``v̄_g``:
+:func:`packer.solvers.patterns.price_by_cpsat`).
 
-Packing (:func:`budget_packing`): the integer master over the columns found (CP-SAT), each
-class's demand rounded *up* to the grid so that a pattern with arrivals fits its hosts
-exactly; then each host of a group takes a pattern chosen for the group, keeps that many of
-its own tasks, and the tasks it lets go fill the arrivals elsewhere, each on a host its
-eligibility admits. The plan is checked against every rule; None where it breaks one.
+Packing (:func:`budget_packing`): the integer master (CP-SAT, in :data:`PACKING_STAGES`) over the
+columns that fit with demands rounded up, those near the LP's optimum first; then each host of
+a group takes a pattern chosen for the group, keeps that many of its own tasks, and the tasks
+it lets go fill the arrivals elsewhere, each on a host its eligibility admits. The plan is
+checked against every rule; None where it breaks one.
 
 On the slack-scarce 1,000-task trace with 400 moves, a full repack's bound says 79 cost units
 can be freed and the budget's LP 106.8; this one 78, and its packing frees 78 (the engine alone, 52).
@@ -40,6 +43,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -193,10 +197,11 @@ class _Master:
 
 
 def budget_column_generation(problem: PlacementProblem, time_limit: float, deterministic: bool = False,
-                             max_groups: int = MAX_GROUPS) -> BudgetPatterns | None:
+                             max_groups: int = MAX_GROUPS, started: Callable[[], None] | None = None) -> BudgetPatterns | None:
     """Run column generation (module doc) for at most ``time_limit`` seconds (of work where ``deterministic``:
     :mod:`packer.solvers.clock`); None where it does not apply (:func:`applies`), the classes' grid is coarser than
-    :data:`MIN_GRID` or the hosts form more than ``max_groups`` groups."""
+    :data:`MIN_GRID` or the hosts form more than ``max_groups`` groups. ``started`` is called once it does apply (a
+    caller's progress line)."""
     if not applies(problem):
         return None
     clock = SearchClock(time_limit, deterministic)
@@ -209,6 +214,8 @@ def budget_column_generation(problem: PlacementProblem, time_limit: float, deter
     if G > max_groups:
         log.info("move budget's column generation skipped: %d host groups (more than %d)", G, max_groups)
         return None
+    if started is not None:
+        started()
     master = _Master(classes, groups, int(problem.max_moves))
     for g in np.flatnonzero(groups.held.any(axis=1)):  # today's placement: a feasible master
         master.add(int(g), np.concatenate([groups.held[g], np.zeros(C, dtype=np.int64)]))

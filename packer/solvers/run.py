@@ -113,7 +113,7 @@ PATTERN_CAP_RATIO = 1.25
 #: Share of a move budget's time limit for column generation within the budget (:mod:`packer.solvers.budget_patterns`:
 #: its bound, and the columns of its packing), which stops sooner where it converges (measured, 400 moves: slack-scarce
 #: 1,000 tasks 2.5 s, paper-shaped 1,000 tasks 7-12 s, 3,000 8 s, ladder 5,000 12 s; slack-scarce 10,000 unconverged
-#: at 30 s, its bound then 399.9 against the LP's 403, its packing freeing 378 against the engine's 353).
+#: at 30 s, its bound then 399.9 against the LP's 403; a 60-s solve with it frees 376 against the engine's 353 alone).
 BUDGET_PATTERN_SHARE = 0.4
 #: Share of a move budget's time limit for that packing (CP-SAT over the columns; it stops sooner where it proves its
 #: optimum over them: measured 0.5-9 s).
@@ -621,11 +621,8 @@ def _budget_patterns(problem: PlacementProblem, detail: dict, time_limit: float,
     whether it ran and the packing (None where there is none)."""
     if covers_whole_instance(problem):
         return False, None
-    if progress is not None:
-        today = evaluate(problem, problem.current)
-        progress(Progress("lower bound and plan within the move budget (column generation)", today.objective,
-                          objective_bound(detail), 0, today.hosts, clock.wall()))
-    lower, found = budget_pattern_bound(problem, time_limit, clock.deterministic)
+    started = _phase(problem, "lower bound and plan within the move budget (column generation)", detail, progress, clock)
+    lower, found = budget_pattern_bound(problem, time_limit, clock.deterministic, started)
     if found is None:
         return False, None
     clock.spend(min(BUDGET_PATTERN_SHARE * time_limit, found.work))
@@ -650,15 +647,26 @@ def _default_budget_start(problem: PlacementProblem, detail: dict, time_limit: f
     before = float(problem.primary_cost[np.unique(problem.current)].sum())
     if before - detail["primary_lower_bound"] > PATTERN_CAP_RATIO * freeable_cost_bound(budgeted).value:
         return None
-    if progress is not None:
-        today = evaluate(problem, problem.current)
-        progress(Progress("plan within the default move budget (column generation)", today.objective, objective_bound(detail), 0,
-                          today.hosts, clock.wall()))
-    found = budget_column_generation(budgeted, DEFAULT_BUDGET_PATTERN_SHARE * time_limit, clock.deterministic)
+    found = budget_column_generation(budgeted, DEFAULT_BUDGET_PATTERN_SHARE * time_limit, clock.deterministic,
+                                     started=_phase(problem, "plan within the default move budget (column generation)", detail,
+                                                    progress, clock))
     if found is None:
         return None
     clock.spend(min(DEFAULT_BUDGET_PATTERN_SHARE * time_limit, found.work))
     return _budget_packing(budgeted, found, DEFAULT_BUDGET_PACKING_SHARE * time_limit, seed, clock)
+
+
+def _phase(problem: PlacementProblem, phase: str, detail: dict, progress: Callable[[Progress], None] | None,
+           clock: SearchClock) -> Callable[[], None] | None:
+    """What reports ``phase`` (today's placement, ``detail``'s bound) to ``progress`` once called; None without ``progress``."""
+    if progress is None:
+        return None
+
+    def report() -> None:
+        today = evaluate(problem, problem.current)
+        progress(Progress(phase, today.objective, objective_bound(detail), 0, today.hosts, clock.wall()))
+
+    return report
 
 
 def _budget_packing(problem: PlacementProblem, found: BudgetPatterns, seconds: float, seed: int,
@@ -670,12 +678,13 @@ def _budget_packing(problem: PlacementProblem, found: BudgetPatterns, seconds: f
     return packed
 
 
-def budget_pattern_bound(problem: PlacementProblem, time_limit: float,
-                         deterministic: bool = False) -> tuple[float, BudgetPatterns | None]:
+def budget_pattern_bound(problem: PlacementProblem, time_limit: float, deterministic: bool = False,
+                         started: Callable[[], None] | None = None) -> tuple[float, BudgetPatterns | None]:
     """Column generation within the move budget's lower bound on the primary cost of every plan within it, as a solve of
     ``time_limit`` seconds computes it (:data:`BUDGET_PATTERN_SHARE` of it; rounded up where costs are integral), and the
-    run; −inf and None where it does not apply (:func:`packer.solvers.budget_patterns.budget_column_generation`)."""
-    found = budget_column_generation(problem, BUDGET_PATTERN_SHARE * time_limit, deterministic)
+    run; −inf and None where it does not apply (:func:`packer.solvers.budget_patterns.budget_column_generation`, which
+    calls ``started`` where it does)."""
+    found = budget_column_generation(problem, BUDGET_PATTERN_SHARE * time_limit, deterministic, started=started)
     if found is None:
         return -math.inf, None
     return _integral_lower_bound(problem, found.bound), found
