@@ -64,8 +64,8 @@ from packer.solvers.exact import build_exact_model
 from packer.solvers.milp import lp_relaxation_bound, solve_milp
 from packer.solvers.patterns import PatternResult, supported
 from packer.solvers.budget_patterns import BudgetPatterns
-from packer.solvers.run import (BUDGET_PATTERN_METHOD, EXACT_MAX_PAIRS, bound_detail, budget_pattern_bound, candidate_pairs,
-                                cap_freeable, engine_bound, objective_bound, pattern_lower_bound)
+from packer.solvers.run import (BUDGET_PATTERN_METHOD, EXACT_MAX_PAIRS, PATTERN_METHOD, bound_detail, budget_pattern_bound,
+                                candidate_pairs, cap_freeable, engine_bound, objective_bound, pattern_lower_bound)
 
 #: Relative tolerance of "the objective meets the bound" for status ``optimal`` (CP-SAT rounds its objective to ~1e-6 per host and task).
 OPTIMAL_TOLERANCE = 1e-4
@@ -158,7 +158,7 @@ def check_claims(problem: PlacementProblem, context: PlanContext, summary: dict[
         patterns = _pattern_bound(problem, context, own, kind) if name == "engine" and "column generation" in kind else None
         if patterns is not None:
             cg, run = patterns
-            how = "column generation over host patterns" + (" within the move budget" if BUDGET_PATTERN_METHOD in kind else "")
+            how = BUDGET_PATTERN_METHOD if BUDGET_PATTERN_METHOD in kind else PATTERN_METHOD
             lower.add(cg, f"{how} (verify's run)")
             # Counted as work (--deterministic) the run is reproducible and its bound must be the summary's; by wall clock, a claim.
             expected, looser_ok = None, False
@@ -226,7 +226,7 @@ def _pattern_bound(problem: PlacementProblem, context: PlanContext, own: dict,
     if "freeable_lp" in own and supported(unbudgeted):
         cg, run = pattern_lower_bound(unbudgeted, time_limit, own["repack_lower_bound"], context.deterministic)
         capped = dict(own)
-        cap_freeable(problem, capped, cg, "column generation over host patterns")
+        cap_freeable(problem, capped, cg, PATTERN_METHOD)
         return objective_bound(capped), run
     return None
 

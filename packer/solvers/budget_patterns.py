@@ -245,6 +245,7 @@ def budget_column_generation(problem: PlacementProblem, time_limit: float, deter
         if result.termination.reason != mathopt.TerminationReason.OPTIMAL:
             break
         lp_value = float(result.objective_value()) + groups.constant
+        # Here, not once after the loop: read after columns were added to the model, the result gave other values.
         reduced = np.asarray(result.reduced_costs(master.variables), dtype=float)
         pi = np.clip(np.asarray(result.dual_values(master.cover), dtype=float), 0.0, None)
         sigma = np.clip(np.asarray(result.dual_values(master.limit), dtype=float), None, 0.0)

@@ -123,8 +123,10 @@ BUDGET_PACKING_SHARE = 0.15
 #: 400-move plan's 671.1; column generation there converges in 2.5 s).
 DEFAULT_BUDGET_PATTERN_SHARE = 0.2
 DEFAULT_BUDGET_PACKING_SHARE = 0.1
-#: How a bound from column generation within a move budget is named (``kind``; :mod:`packer.plan.claims` looks for it).
-BUDGET_PATTERN_METHOD = "column generation over host patterns within the move budget"
+#: How bounds from column generation are named (``kind``; :mod:`packer.plan.claims` looks for them): a full repack's, and
+#: one within a move budget.
+PATTERN_METHOD = "column generation over host patterns"
+BUDGET_PATTERN_METHOD = f"{PATTERN_METHOD} within the move budget"
 #: Further share of a full repack's time limit for the packing where reaching column generation's rounded-up bound
 #: proves it optimal (:attr:`packer.solvers.patterns.PatternResult.provable`; Falkenauer's u1000: a dive and an integer
 #: master take 2-5 s).
@@ -605,13 +607,12 @@ def _cap_by_patterns(problem: PlacementProblem, detail: dict, repack: dict, time
         # A perfect packing met the MILP's bound: no column generation can raise it.
         if "perfect_packing" in repack or not near or not supported(unbudgeted) or covers_whole_instance(problem):
             return
-        if progress is not None:
-            today = evaluate(problem, problem.current)
-            progress(Progress("lower bound: what a full repack can free (column generation)", today.objective, objective_bound(detail), 0,
-                              today.hosts, clock.wall()))
+        report = _phase(problem, "lower bound: what a full repack can free (column generation)", detail, progress, clock)
+        if report is not None:
+            report()
         lower, found = pattern_lower_bound(unbudgeted, time_limit, detail["repack_lower_bound"], clock.deterministic)
         clock.spend(min(pattern_share(unbudgeted) * time_limit, found.work))
-    cap_freeable(problem, detail, lower, "column generation over host patterns")
+    cap_freeable(problem, detail, lower, PATTERN_METHOD)
 
 
 def _budget_patterns(problem: PlacementProblem, detail: dict, time_limit: float, seed: int,
