@@ -317,9 +317,9 @@ def _pattern_bound_and_start(problem: PlacementProblem, time_limit: float, detai
     whole = covers_whole_instance(problem)
 
     def report(phase: str) -> None:
-        if progress is not None:
-            today, bound = evaluate(problem, problem.current), objective_bound(detail)
-            progress(Progress(phase, today.objective, bound if math.isfinite(bound) else None, 0, today.hosts, clock.wall()))
+        shown = _phase(problem, phase, detail, progress, clock)
+        if shown is not None:
+            shown()
 
     perfect = None
     instance = None if whole else perfect_packing_classes(problem)
@@ -659,13 +659,14 @@ def _default_budget_start(problem: PlacementProblem, detail: dict, time_limit: f
 
 def _phase(problem: PlacementProblem, phase: str, detail: dict, progress: Callable[[Progress], None] | None,
            clock: SearchClock) -> Callable[[], None] | None:
-    """What reports ``phase`` (today's placement, ``detail``'s bound) to ``progress`` once called; None without ``progress``."""
+    """What reports ``phase`` (today's placement, ``detail``'s bound: none where it is not a number) to ``progress`` once
+    called; None without ``progress``."""
     if progress is None:
         return None
 
     def report() -> None:
-        today = evaluate(problem, problem.current)
-        progress(Progress(phase, today.objective, objective_bound(detail), 0, today.hosts, clock.wall()))
+        today, bound = evaluate(problem, problem.current), objective_bound(detail)
+        progress(Progress(phase, today.objective, bound if math.isfinite(bound) else None, 0, today.hosts, clock.wall()))
 
     return report
 
