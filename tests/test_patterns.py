@@ -289,6 +289,51 @@ def test_pricing_by_table_finds_cp_sats_optimum(data, dims):
         assert (best <= count).all() and (best @ k <= room).all() and float(pi @ best) == pytest.approx(value)
 
 
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), dims=st.integers(1, 3), hosts=st.integers(1, 4))
+def test_fractional_values_bound_every_hosts_best_pattern(data, dims, hosts):
+    # Negative values (a budget's arrivals) and sizes of 0 included: such a class adds nothing to the bound.
+    n = data.draw(st.integers(1, 5))
+    k = np.array(data.draw(st.lists(st.lists(st.integers(0, 9), min_size=dims, max_size=dims), min_size=n, max_size=n)), dtype=np.int64)
+    count = np.array(data.draw(st.lists(st.lists(st.integers(0, 3), min_size=n, max_size=n), min_size=hosts, max_size=hosts)))
+    pi = np.array(data.draw(st.lists(st.floats(-2.0, 3.0), min_size=n, max_size=n)))
+    room = np.array(data.draw(st.lists(st.lists(st.integers(0, 20), min_size=dims, max_size=dims), min_size=hosts, max_size=hosts)))
+    bounds = patterns.fractional_values(pi, k, count, room)
+    for h in range(hosts):
+        best = max(float(pi @ np.array(a)) for a in itertools.product(*(range(c + 1) for c in count[h]))
+                   if (np.array(a) @ k <= room[h]).all())
+        assert bounds[h] >= best - 1e-9
+        assert patterns.fractional_value(pi, k, count[h], room[h]) == pytest.approx(bounds[h])
+
+
+def test_a_fractional_value_is_the_fractional_knapsack_of_its_tightest_dimension():
+    # Two of each of values 3 and 2, sizes (2, 1) and (1, 4), room (4, 6). Dimension 0, by value per unit (2, then 1.5):
+    # both of the second (2 units, 4), then 2 of the first's 4 units (half of 6): 7. Dimension 1 (3, then 0.5): both of
+    # the first (2 units, 6), then 4 of the second's 8 units (half of 4): 8. The smaller: 7.
+    pi, k = np.array([3.0, 2.0]), np.array([[2, 1], [1, 4]])
+    assert patterns.fractional_value(pi, k, np.array([2, 2]), np.array([4, 6])) == pytest.approx(7.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), dims=st.integers(1, 3))
+def test_greedy_patterns_fit_and_leave_no_room_for_another_task_of_value(data, dims):
+    n = data.draw(st.integers(1, 12))
+    k = np.array(data.draw(st.lists(st.lists(st.integers(0, 9), min_size=dims, max_size=dims), min_size=n, max_size=n)), dtype=np.int64)
+    count = np.array(data.draw(st.lists(st.integers(0, 5), min_size=n, max_size=n)), dtype=np.int64)
+    pi = np.array(data.draw(st.lists(st.floats(-1.0, 3.0), min_size=n, max_size=n)))
+    room = np.array(data.draw(st.lists(st.integers(0, 30), min_size=dims, max_size=dims)), dtype=np.int64)
+    candidates = np.array(sorted(data.draw(st.sets(st.integers(0, n - 1)))), dtype=np.int64)
+    classes = Classes(unit=np.ones(dims), k=k, count=count, allowed=np.ones((n, 1), dtype=bool), of_task=np.arange(n), grid=30, exact=True)
+    found = patterns.greedy_patterns(pi, classes, room, candidates)
+    valued = candidates[pi[candidates] > 1e-12]
+    assert len(found) <= dims + 1 and (len(found) > 0) == bool(count[valued].any() and any(((k[c] <= room).all() for c in valued if count[c])))
+    for pattern in found:
+        assert (pattern <= count).all() and (pattern @ k <= room).all()
+        assert set(np.flatnonzero(pattern)) <= set(valued.tolist())
+        left = room - pattern @ k
+        assert not any(pattern[c] < count[c] and (k[c] <= left).all() for c in valued)
+
+
 def test_whole_sizes_converge_with_table_pricing_at_the_known_optimum():
     # 40 bins of 150 each cut into 2-4 whole sizes: the optimum is 40 bins, and the pattern LP (priced exactly by table) says so.
     rng = np.random.default_rng(7)

@@ -56,21 +56,25 @@ from packer.model.problem import PlacementProblem
 from packer.solvers.bounds import SolverFailed, solve_incremental, unique_rows
 from packer.solvers.clock import SearchClock
 from packer.solvers.cpsat import cpsat_solver
-from packer.solvers.patterns import (ITERATION_WORK, PACKING_RULES, Classes, fractional_value, greedy_patterns, price_by_cpsat,
+from packer.solvers.patterns import (ITERATION_WORK, PACKING_RULES, Classes, fractional_values, greedy_patterns, price_by_cpsat,
                                      task_classes)
 
 log = logging.getLogger(__name__)
 
 #: Most host groups column generation takes on: each is priced at every iteration (slack-scarce 10,000 tasks: 615 groups,
-#: ~2.3 s per iteration).
+#: 0.2 s of greedy pricing a pass, 1.6 s of exact).
 MAX_GROUPS = 1000
 #: Coarsest grid (units per largest capacity of a dimension) of rounded classes it takes on. Coarser, the patterns on
 #: demands rounded down rarely fit the real tasks, and the LP over the many classes converges slowly; there (p99 limits:
 #: grids of 32-512) the engine alone comes near the bound (the 400-task sample, 100 moves: 67 of 70.2 freed, where 48 s
 #: of this left the LP at 61 freed and its packing at 9). Limits from requests give grids of 65,536.
 MIN_GRID = 4096
-#: Work (nominal seconds, :mod:`packer.solvers.clock`) a deterministic run charges per class item of a group's greedy pricing.
-PRICING_WORK_PER_ITEM = 1e-5
+#: Work (nominal seconds, :mod:`packer.solvers.clock`) a deterministic run charges per group's greedy pricing (measured
+#: 0.18-0.27 ms a group on 34-200 candidate classes).
+PRICING_WORK_PER_GROUP = 3e-4
+#: Work charged per exact pricing of a group besides CP-SAT's own deterministic time: building and starting the model
+#: (measured 2.6 ms a group, of which CP-SAT counts little, on slack-scarce 10,000 tasks).
+CPSAT_PRICING_WORK = 2e-3
 #: Groups the greedy pricing prices at least per iteration before the master is solved again (where it found a column).
 PARTIAL_GROUPS = 200
 #: The integer master's runs (:func:`budget_packing`), each while the plan so far is above the bound: whether it is
@@ -115,7 +119,7 @@ class BudgetPatterns:
     groups: HostGroups
     column_group: np.ndarray
     columns: np.ndarray
-    reduced_cost: np.ndarray  # (P,) at the last master LP; 0 for columns added after it
+    reduced_cost: np.ndarray  # (P,) at the last master LP's duals (below 0 for columns added after it)
     wall_s: float
     work: float
     capped: bool
@@ -225,14 +229,14 @@ def budget_column_generation(problem: PlacementProblem, time_limit: float, deter
     # fit their hosts: the 400-task sample, 100 moves, 137 of 12,416); CP-SAT's, on demands rounded down, keep the bound valid.
     up = _demand_rounded_up(problem, classes)
     items_up = dataclasses.replace(classes, k=np.vstack([up, up]))
-    candidates = [np.concatenate([np.flatnonzero(groups.held[g]), C + np.flatnonzero(arrivals_fit[:, g])]) for g in range(G)]
-    counts = [np.concatenate([groups.held[g], classes.count - groups.held[g]]) for g in range(G)]
+    counts = np.hstack([groups.held, np.where(arrivals_fit.T, classes.count - groups.held, 0)])  # (G, 2C): 0 where not a candidate
+    candidates = [np.flatnonzero(row) for row in counts]
     last: list[np.ndarray | None] = [None] * G
     start = 0  # the group the greedy pricing starts from
     size, budget = groups.size, int(problem.max_moves)
     whole = bool(np.array_equal(groups.cost, np.round(groups.cost)))
     best, lp_value, converged, iterations = -np.inf, np.inf, False, 0
-    reduced = np.zeros(0)  # of the columns at the last master LP (primary-cost units)
+    price = value = None  # at the last master LP: a column's reduced cost is its price less its value
     lp = mathopt.IncrementalSolver(master.model, mathopt.SolverType.GLOP)
     while not clock.expired() and not interrupt.stop_requested():
         iterations += 1
@@ -245,14 +249,11 @@ def budget_column_generation(problem: PlacementProblem, time_limit: float, deter
         if result.termination.reason != mathopt.TerminationReason.OPTIMAL:
             break
         lp_value = float(result.objective_value()) + groups.constant
-        # Here, not once after the loop: read after columns were added to the model, the result gave other values.
-        reduced = np.asarray(result.reduced_costs(master.variables), dtype=float)
         pi = np.clip(np.asarray(result.dual_values(master.cover), dtype=float), 0.0, None)
         sigma = np.clip(np.asarray(result.dual_values(master.limit), dtype=float), None, 0.0)
         mu = max(0.0, -float(result.dual_values(master.budget)))
         value = np.concatenate([pi, pi - mu])
-        upper = np.array([fractional_value(value[cand], items.k[cand], counts[g][cand], groups.room[g])
-                          for g, cand in enumerate(candidates)])
+        upper = fractional_values(value, items.k, counts, groups.room)
         price = groups.cost - sigma
 
         def add(g: int, found: list[np.ndarray]) -> int:
@@ -260,21 +261,21 @@ def budget_column_generation(problem: PlacementProblem, time_limit: float, deter
 
         added, proven = 0, True
         # Greedily, from where the last iteration stopped, until some column is found past PARTIAL_GROUPS groups: the
-        # master is solved again sooner (slack-scarce 10,000 tasks: 615 groups, 2.2 ms each).
+        # master is solved again sooner.
         for priced, g in enumerate(np.roll(np.arange(G), -start).tolist(), 1):
-            clock.spend(PRICING_WORK_PER_ITEM * len(candidates[g]))
+            clock.spend(PRICING_WORK_PER_GROUP)
             added += add(g, greedy_patterns(value, dataclasses.replace(items_up, count=counts[g]), groups.fit_room[g], candidates[g]))
             if added and priced >= PARTIAL_GROUPS:
                 start = (g + 1) % G
                 break
         if not added:  # exactly, to find the columns the greedy missed or prove there are none
-            for g in range(G):
+            for g in np.flatnonzero(price - upper < -1e-9 * np.maximum(1.0, price)).tolist():  # elsewhere none can price below 0
                 if clock.expired() or interrupt.stop_requested():
                     proven = False
                     break
                 found, ub, solved, work = price_by_cpsat(value, dataclasses.replace(items, count=counts[g]), groups.room[g], candidates[g],
                                                  min(PRICING_SECONDS, clock.remaining()), last[g], deterministic)
-                clock.spend(work)
+                clock.spend(work + CPSAT_PRICING_WORK)
                 upper[g] = min(upper[g], ub)
                 proven &= solved
                 last[g] = found[-1] if found else last[g]
@@ -286,11 +287,12 @@ def budget_column_generation(problem: PlacementProblem, time_limit: float, deter
             break
         if whole and math.ceil(best - 1e-6) >= math.ceil(lp_value - 1e-6):
             break  # integer costs: the rounded bound cannot rise further
+    column_group = np.array(master.column_group, dtype=np.int64)
+    columns = np.array(master.columns, dtype=np.int64).reshape(-1, 2 * C)
     return BudgetPatterns(bound=best, lp=lp_value, converged=converged, iterations=iterations, classes=classes, groups=groups,
-                          column_group=np.array(master.column_group, dtype=np.int64),
-                          reduced_cost=np.concatenate([reduced, np.zeros(len(master.columns) - len(reduced))]),
-                          columns=np.array(master.columns, dtype=np.int64).reshape(-1, 2 * C), wall_s=clock.wall(),
-                          work=clock.work, capped=clock.capped)
+                          column_group=column_group, columns=columns,
+                          reduced_cost=np.zeros(len(columns)) if price is None else price[column_group] - columns @ value,
+                          wall_s=clock.wall(), work=clock.work, capped=clock.capped)
 
 
 def _demand_rounded_up(problem: PlacementProblem, classes: Classes) -> np.ndarray:

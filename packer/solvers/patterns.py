@@ -287,44 +287,65 @@ def host_types(problem: PlacementProblem, classes: Classes) -> HostTypes:
 
 
 def fractional_value(pi: np.ndarray, k: np.ndarray, count: np.ndarray, room: np.ndarray) -> float:
-    """An upper bound on ``max Σ π_c a_c`` s.t. ``Σ a_c k_cd ≤ room_d``, ``0 ≤ a_c ≤ count_c``: the smallest one-dimension fractional knapsack."""
-    best = np.inf
+    """An upper bound on ``max Σ π_c a_c`` s.t. ``Σ a_c k_cd ≤ room_d``, ``0 ≤ a_c ≤ count_c``: :func:`fractional_values`
+    of one knapsack."""
+    return float(fractional_values(pi, k, count[None, :], room[None, :])[0])
+
+
+def fractional_values(pi: np.ndarray, k: np.ndarray, count: np.ndarray, room: np.ndarray) -> np.ndarray:
+    """Per row of ``count`` (H, C) and ``room`` (H, D), an upper bound on ``max Σ π_c a_c`` s.t. ``Σ a_c k_cd ≤ room_d``,
+    ``0 ≤ a_c ≤ count_c``: the smallest one-dimension fractional knapsack. A class of negative value is left out."""
+    rows = np.arange(len(count))
+    count = count.astype(float)
+    best = np.full(len(count), np.inf)
     for d in range(k.shape[1]):
         size = k[:, d].astype(float)
         free = size == 0
-        total = float((pi[free] * count[free]).sum())
+        total = count[:, free] @ np.clip(pi[free], 0.0, None)
         order = np.flatnonzero(~free & (pi > 0))
         order = order[np.argsort(-pi[order] / size[order], kind="stable")]
         # Greedy by value per unit is the fractional knapsack's optimum: whole items while they fit, then a fraction.
-        filled = np.cumsum(count[order] * size[order])
-        whole = int(np.searchsorted(filled, room[d], side="right"))
-        total += float((pi[order[:whole]] * count[order[:whole]]).sum())
-        if whole < len(order):
-            left = room[d] - (filled[whole - 1] if whole else 0.0)
-            total += left / size[order[whole]] * pi[order[whole]]
-        best = min(best, total)
-    return float(best)
+        filled = np.cumsum(np.hstack([np.zeros((len(count), 1)), count[:, order] * size[order]]), axis=1)
+        gained = np.cumsum(np.hstack([np.zeros((len(count), 1)), count[:, order] * pi[order]]), axis=1)
+        whole = (filled[:, 1:] <= room[:, d:d + 1]).sum(axis=1)
+        total += gained[rows, whole]
+        if len(order):
+            cut = order[np.minimum(whole, len(order) - 1)]  # the item taken in part, where one is
+            total += np.where(whole < len(order), (room[:, d] - filled[rows, whole]) / size[cut] * pi[cut], 0.0)
+        best = np.minimum(best, total)
+    return best
 
 
 def greedy_patterns(pi: np.ndarray, classes: Classes, room: np.ndarray, candidates: np.ndarray) -> list[np.ndarray]:
-    """Patterns built greedily by value per unit of each dimension and of the tightest one (cheap pricing)."""
+    """Patterns built greedily by value per unit of each dimension and of the tightest one (cheap pricing): in that order,
+    each class takes as many of its tasks as fit in what is left."""
     candidates = candidates[pi[candidates] > 1e-12]
     if len(candidates) == 0:
         return []
     k = classes.k[candidates].astype(float)
     share = k / np.maximum(room, 1)[None, :]
     keys = [share.max(axis=1)] + [share[:, d] for d in range(k.shape[1]) if share[:, d].any()]
+    sized = k > 0
+    divisor = np.where(sized, k, 1.0)
     patterns = []
     for key in keys:
         order = np.argsort(-pi[candidates] / np.maximum(key, 1e-12), kind="stable")
         left = room.astype(float).copy()
         counts = np.zeros(len(classes.count), dtype=np.int64)
-        for i in order:
-            size = k[i]
-            n = classes.count[candidates[i]] if not size.any() else min(classes.count[candidates[i]], int((left[size > 0] // size[size > 0]).min()))
-            if n > 0:
-                counts[candidates[i]] = n
-                left -= n * size
+        first = 0
+        # A class that does not fit now never fits later (what is left only shrinks): jump to the next one that does,
+        # a few steps a host instead of one per class.
+        while first < len(order):
+            rest = order[first:]
+            fits = np.minimum(classes.count[candidates[rest]],
+                              np.where(sized[rest], left // divisor[rest], np.inf).min(axis=1))
+            taken = np.flatnonzero(fits >= 1)
+            if len(taken) == 0:
+                break
+            i = rest[taken[0]]
+            counts[candidates[i]] = int(fits[taken[0]])
+            left -= counts[candidates[i]] * k[i]
+            first += int(taken[0]) + 1
         if counts.any():
             patterns.append(counts)
     return patterns
@@ -566,6 +587,7 @@ class _Pricing:
     def __init__(self, classes: Classes, types: HostTypes, pricing_time: float, deterministic: bool):
         self.classes, self.types, self.pricing_time, self.deterministic = classes, types, pricing_time, deterministic
         fits = types.fits(classes)
+        self.fits = fits.T  # (T, C)
         self.candidates = [np.flatnonzero(fits[:, t]) for t in range(len(types.cost))]
         self.table_work = np.array([_table_work(classes, types.room[t], c) for t, c in enumerate(self.candidates)])
         self.by_table = self.table_work <= TABLE_PRICING_WORK
@@ -578,7 +600,7 @@ class _Pricing:
         whether none added is a proof that none exists (every type priced exactly, within ``clock``).
         """
         classes, types = self.classes, self.types
-        upper = np.array([fractional_value(pi[c], classes.k[c], classes.count[c], types.room[t]) for t, c in enumerate(self.candidates)])
+        upper = fractional_values(pi, classes.k, np.where(self.fits, classes.count, 0), types.room)
 
         def add(t: int, patterns: list[np.ndarray]) -> int:
             price = types.cost[t] - mu[t]
