@@ -26,8 +26,10 @@ L seen, so a run stopped at any time still reports a valid one. Pricing a group 
 of each class twice (stays, at most ``held_c``, and arrivals at a value μ lower): greedily on
 each class's demand rounded *up* to the grid (so that its columns fit their real tasks and
 serve the packing), from :data:`PARTIAL_GROUPS` groups per iteration on; where the greedy finds
-no column, by CP-SAT on demands rounded down, for every group (the bound's ``v̄_g``:
-:func:`packer.solvers.patterns.price_by_cpsat`).
+no column, by CP-SAT on demands rounded down (the bound's ``v̄_g``:
+:func:`packer.solvers.patterns.price_by_cpsat`), for every group but those whose fractional
+knapsack bound (:func:`packer.solvers.patterns.fractional_values`, a valid ``v̄_g``) already
+proves that none of its columns prices below 0.
 
 Packing (:func:`budget_packing`): the integer master (CP-SAT, in :data:`PACKING_STAGES`) over the
 columns that fit with demands rounded up, those near the LP's optimum first; then each host of
@@ -37,6 +39,7 @@ checked against every rule; None where it breaks one.
 
 On the slack-scarce 1,000-task trace with 400 moves, a full repack's bound says 79 cost units
 can be freed and the budget's LP 106.8; this one 78, and its packing frees 78 (the engine alone, 52).
+On the 10,000-task one (615 groups) it converges in 23 s at 378.3, and its packing frees 378.
 """
 from __future__ import annotations
 
