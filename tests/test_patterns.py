@@ -268,15 +268,23 @@ def test_demands_without_a_usable_unit_go_on_a_grid(demand, capacity):
     assert not classes.exact and (classes.k[classes.of_task] * classes.unit <= problem.demand + 1e-9).all()
 
 
+def draw_knapsack(data, dims: int, most_classes: int, fewest_tasks: int, lowest_value: float, most_room: int):
+    """A random knapsack of one host: classes (sizes 0-9 per dimension, up to 5 tasks each), their values, the room."""
+    n = data.draw(st.integers(1, most_classes))
+    k = np.array(data.draw(st.lists(st.lists(st.integers(0, 9), min_size=dims, max_size=dims), min_size=n, max_size=n)), dtype=np.int64)
+    count = np.array(data.draw(st.lists(st.integers(fewest_tasks, 5), min_size=n, max_size=n)), dtype=np.int64)
+    pi = np.array(data.draw(st.lists(st.floats(lowest_value, 3.0), min_size=n, max_size=n)))
+    room = np.array(data.draw(st.lists(st.integers(0, most_room), min_size=dims, max_size=dims)), dtype=np.int64)
+    classes = Classes(unit=np.ones(dims), k=k, count=count, allowed=np.ones((n, 1), dtype=bool), of_task=np.arange(n), grid=most_room,
+                      exact=True)
+    return n, pi, classes, room
+
+
 @settings(max_examples=60, deadline=None)
 @given(data=st.data(), dims=st.integers(1, 2))
 def test_pricing_by_table_finds_cp_sats_optimum(data, dims):
-    n = data.draw(st.integers(1, 8))
-    k = np.array(data.draw(st.lists(st.lists(st.integers(0, 9), min_size=dims, max_size=dims), min_size=n, max_size=n)), dtype=np.int64)
-    count = np.array(data.draw(st.lists(st.integers(1, 5), min_size=n, max_size=n)), dtype=np.int64)
-    pi = np.array(data.draw(st.lists(st.floats(0.0, 3.0), min_size=n, max_size=n)))
-    room = np.array(data.draw(st.lists(st.integers(0, 20), min_size=dims, max_size=dims)), dtype=np.int64)
-    classes = Classes(unit=np.ones(dims), k=k, count=count, allowed=np.ones((n, 1), dtype=bool), of_task=np.arange(n), grid=20, exact=True)
+    n, pi, classes, room = draw_knapsack(data, dims, most_classes=8, fewest_tasks=1, lowest_value=0.0, most_room=20)
+    k, count = classes.k, classes.count
     candidates = np.arange(n)
     best, value = _price_by_table(pi, classes, room, candidates)
     found, bound, proven, _ = price_by_cpsat(pi, classes, room, candidates, time_limit=10.0, hint=None)
@@ -317,13 +325,9 @@ def test_a_fractional_value_is_the_fractional_knapsack_of_its_tightest_dimension
 @settings(max_examples=60, deadline=None)
 @given(data=st.data(), dims=st.integers(1, 3))
 def test_greedy_patterns_fit_and_leave_no_room_for_another_task_of_value(data, dims):
-    n = data.draw(st.integers(1, 12))
-    k = np.array(data.draw(st.lists(st.lists(st.integers(0, 9), min_size=dims, max_size=dims), min_size=n, max_size=n)), dtype=np.int64)
-    count = np.array(data.draw(st.lists(st.integers(0, 5), min_size=n, max_size=n)), dtype=np.int64)
-    pi = np.array(data.draw(st.lists(st.floats(-1.0, 3.0), min_size=n, max_size=n)))
-    room = np.array(data.draw(st.lists(st.integers(0, 30), min_size=dims, max_size=dims)), dtype=np.int64)
+    n, pi, classes, room = draw_knapsack(data, dims, most_classes=12, fewest_tasks=0, lowest_value=-1.0, most_room=30)
+    k, count = classes.k, classes.count
     candidates = np.array(sorted(data.draw(st.sets(st.integers(0, n - 1)))), dtype=np.int64)
-    classes = Classes(unit=np.ones(dims), k=k, count=count, allowed=np.ones((n, 1), dtype=bool), of_task=np.arange(n), grid=30, exact=True)
     found = patterns.greedy_patterns(pi, classes, room, candidates)
     valued = candidates[pi[candidates] > 1e-12]
     assert len(found) <= dims + 1 and (len(found) > 0) == bool(count[valued].any() and any(((k[c] <= room).all() for c in valued if count[c])))
