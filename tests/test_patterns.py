@@ -558,11 +558,11 @@ def test_a_master_lp_that_fails_ends_column_generation_with_the_bound_so_far(mon
     problem, optimum = known_optimum_problem(3, 200)
     solve, calls = patterns.solve_incremental, []
 
-    def fails_after_one(lp):
+    def fails_after_one(lp, model_params=None):
         calls.append(lp)
         if len(calls) > 1:
             raise SolverFailed("GLOP: internal error")
-        return solve(lp)
+        return solve(lp, model_params)
 
     monkeypatch.setattr(patterns, "solve_incremental", fails_after_one)
     found = column_generation(problem, time_limit=5, deterministic=True)

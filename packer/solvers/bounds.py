@@ -765,9 +765,16 @@ def solve_mathopt(model: mathopt.Model, solver_type: mathopt.SolverType, **kwarg
     return _stoppable(lambda interrupter: mathopt.solve(model, solver_type, interrupter=interrupter, **kwargs))
 
 
-def solve_incremental(solver: mathopt.IncrementalSolver) -> mathopt.SolveResult:
-    """``solver.solve()`` (e.g. a warm-started GLOP master), interrupted by a stop request like :func:`solve_mathopt`."""
-    return _stoppable(lambda interrupter: solver.solve(interrupter=interrupter))
+#: A master LP's parameters where only its duals are read: its result carries no primal values or reduced costs, whose
+#: conversion to Python took 3 s of 23 in the slack-scarce 10,000-task column generation (19,000 columns).
+DUALS_ONLY = mathopt.ModelSolveParameters(variable_values_filter=mathopt.SparseVectorFilter(filtered_items=()),
+                                          reduced_costs_filter=mathopt.SparseVectorFilter(filtered_items=()))
+
+
+def solve_incremental(solver: mathopt.IncrementalSolver, model_params: mathopt.ModelSolveParameters | None = None) -> mathopt.SolveResult:
+    """``solver.solve(model_params=model_params)`` (e.g. a warm-started GLOP master; :data:`DUALS_ONLY`), interrupted by a
+    stop request like :func:`solve_mathopt`."""
+    return _stoppable(lambda interrupter: solver.solve(model_params=model_params, interrupter=interrupter))
 
 
 class SolverFailed(RuntimeError):

@@ -56,7 +56,7 @@ from ortools.sat.python import cp_model
 from packer import interrupt
 from packer.model.metrics import TOLERANCE, host_loads, initially_overloaded, violations
 from packer.model.problem import PlacementProblem
-from packer.solvers.bounds import SolverFailed, solve_incremental, unique_rows
+from packer.solvers.bounds import DUALS_ONLY, SolverFailed, solve_incremental, unique_rows
 from packer.solvers.clock import SearchClock
 from packer.solvers.cpsat import cpsat_solver
 from packer.solvers.patterns import (ITERATION_WORK, PACKING_RULES, Classes, fractional_values, greedy_patterns, price_by_cpsat,
@@ -245,7 +245,7 @@ def budget_column_generation(problem: PlacementProblem, time_limit: float, deter
         iterations += 1
         clock.spend(ITERATION_WORK)
         try:
-            result = solve_incremental(lp)
+            result = solve_incremental(lp, DUALS_ONLY)
         except SolverFailed as error:
             log.warning("move budget's pattern master LP failed (%s); column generation stops here", error)
             break

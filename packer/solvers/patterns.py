@@ -65,7 +65,7 @@ from ortools.sat.python import cp_model
 from packer import interrupt
 from packer.model.metrics import TOLERANCE, fits_within, host_loads, initially_overloaded, leftover_score
 from packer.model.problem import PlacementProblem
-from packer.solvers.bounds import SolverFailed, minimize, solve_incremental
+from packer.solvers.bounds import DUALS_ONLY, SolverFailed, minimize, solve_incremental
 from packer.solvers.clock import WALL_CAP, SearchClock
 from packer.solvers.cpsat import cpsat_solver
 
@@ -526,10 +526,10 @@ class _Solutions(cp_model.CpSolverSolutionCallback):
         self.patterns.append(counts)
 
 
-def _solve_master(lp: mathopt.IncrementalSolver) -> mathopt.SolveResult | None:
+def _solve_master(lp: mathopt.IncrementalSolver, model_params: mathopt.ModelSolveParameters | None = None) -> mathopt.SolveResult | None:
     """The master LP solved again (warm-started); None where GLOP stopped with an error of its own: the bound so far stands."""
     try:
-        return solve_incremental(lp)
+        return solve_incremental(lp, model_params)
     except SolverFailed as error:
         log.warning("pattern master LP failed (%s); column generation stops here", error)
         return None
@@ -712,7 +712,7 @@ def column_generation(problem: PlacementProblem, time_limit: float = 30.0, max_c
     while not clock.expired() and not interrupt.stop_requested():
         iterations += 1
         clock.spend(ITERATION_WORK)
-        result = _solve_master(lp)
+        result = _solve_master(lp, DUALS_ONLY)
         if result is None or result.termination.reason != mathopt.TerminationReason.OPTIMAL:
             if result is not None and not interrupt.stop_requested():
                 log.warning("pattern master LP: %s", result.termination.reason.name)
