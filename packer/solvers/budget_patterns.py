@@ -39,7 +39,7 @@ checked against every rule; None where it breaks one.
 
 On the slack-scarce 1,000-task trace with 400 moves, a full repack's bound says 79 cost units
 can be freed and the budget's LP 106.8; this one 78, and its packing frees 78 (the engine alone, 52).
-On the 10,000-task one (615 groups) it converges in 23 s (at most 378.3 freeable); its packing frees 378.
+On the 10,000-task one (615 groups) it converges in 20 s (at most 378.3 freeable); its packing frees 378.
 """
 from __future__ import annotations
 
