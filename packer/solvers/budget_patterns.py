@@ -108,6 +108,11 @@ class HostGroups:
     def size(self) -> np.ndarray:
         return np.array([len(h) for h in self.hosts])
 
+    @property
+    def whole_costs(self) -> bool:
+        """Whether every group's cost is a whole number: then so is a plan's, and a bound on it rounds up."""
+        return bool(np.array_equal(self.cost, np.round(self.cost)))
+
 
 @dataclass
 class BudgetPatterns:
@@ -237,7 +242,7 @@ def budget_column_generation(problem: PlacementProblem, time_limit: float, deter
     last: list[np.ndarray | None] = [None] * G
     start = 0  # the group the greedy pricing starts from
     size, budget = groups.size, int(problem.max_moves)
-    whole = bool(np.array_equal(groups.cost, np.round(groups.cost)))
+    whole = groups.whole_costs
     best, lp_value, converged, iterations = -np.inf, np.inf, False, 0
     price = value = None  # at the last master LP: a column's reduced cost is its price less its value
     lp = mathopt.IncrementalSolver(master.model, mathopt.SolverType.GLOP)
@@ -332,7 +337,7 @@ def budget_packing(problem: PlacementProblem, found: BudgetPatterns, clock: Sear
     column_group, columns, today, reduced = column_group[fits], columns[fits], today[fits], found.reduced_cost[fits]
     taken = today * size[column_group]  # today's placement: every group's hosts keep what they hold
     cost = groups.cost[column_group] @ taken
-    target = math.ceil(found.bound - 1e-6) if np.array_equal(groups.cost, np.round(groups.cost)) else found.bound
+    target = math.ceil(found.bound - 1e-6) if groups.whole_costs else found.bound
     for strict, most, share in PACKING_STAGES:
         if cost <= target + 1e-9 or clock.expired():
             break
@@ -383,7 +388,7 @@ def _integer_master(problem: PlacementProblem, found: BudgetPatterns, column_gro
         keep = np.flatnonzero(staying)
         model.add(cp_model.LinearExpr.weighted_sum([x[j] for j in keep], staying[keep].tolist())
                   >= int(classes.count.sum()) - int(problem.max_moves))
-    scale = 1 if np.array_equal(groups.cost, np.round(groups.cost)) else 1000
+    scale = 1 if groups.whole_costs else 1000
     model.minimize(cp_model.LinearExpr.weighted_sum(x, np.round(groups.cost[column_group] * scale).astype(np.int64).tolist()))
     for var, value in zip(x, hint.tolist()):
         model.add_hint(var, value)

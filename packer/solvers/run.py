@@ -112,8 +112,8 @@ PACKING_BUDGET_SHARE = 0.5
 PATTERN_CAP_RATIO = 1.25
 #: Share of a move budget's time limit for column generation within the budget (:mod:`packer.solvers.budget_patterns`:
 #: its bound, and the columns of its packing), which stops sooner where it converges (measured, 400 moves: slack-scarce
-#: 1,000 tasks 2.5 s, paper-shaped 1,000 tasks 7-12 s, 3,000 8 s, ladder 5,000 12 s; slack-scarce 10,000 unconverged
-#: at 30 s, its bound then 399.9 against the LP's 403; a 60-s solve with it frees 376 against the engine's 353 alone).
+#: 1,000 tasks 2.5 s, paper-shaped 1,000 tasks 7-12 s, 3,000 8 s, ladder 5,000 12 s, slack-scarce 10,000 20 s, its
+#: bound 378.3 against the LP's 403; a 60-s solve with it frees 378 against the engine's 353 alone).
 BUDGET_PATTERN_SHARE = 0.4
 #: Share of a move budget's time limit for that packing (CP-SAT over the columns; it stops sooner where it proves its
 #: optimum over them: measured 0.5-9 s).
@@ -317,9 +317,7 @@ def _pattern_bound_and_start(problem: PlacementProblem, time_limit: float, detai
     whole = covers_whole_instance(problem)
 
     def report(phase: str) -> None:
-        shown = _phase(problem, phase, detail, progress, clock)
-        if shown is not None:
-            shown()
+        _phase(problem, phase, detail, progress, clock)()
 
     perfect = None
     instance = None if whole else perfect_packing_classes(problem)
@@ -607,9 +605,7 @@ def _cap_by_patterns(problem: PlacementProblem, detail: dict, repack: dict, time
         # A perfect packing met the MILP's bound: no column generation can raise it.
         if "perfect_packing" in repack or not near or not supported(unbudgeted) or covers_whole_instance(problem):
             return
-        report = _phase(problem, "lower bound: what a full repack can free (column generation)", detail, progress, clock)
-        if report is not None:
-            report()
+        _phase(problem, "lower bound: what a full repack can free (column generation)", detail, progress, clock)()
         lower, found = pattern_lower_bound(unbudgeted, time_limit, detail["repack_lower_bound"], clock.deterministic)
         clock.spend(min(pattern_share(unbudgeted) * time_limit, found.work))
     cap_freeable(problem, detail, lower, PATTERN_METHOD)
@@ -658,13 +654,13 @@ def _default_budget_start(problem: PlacementProblem, detail: dict, time_limit: f
 
 
 def _phase(problem: PlacementProblem, phase: str, detail: dict, progress: Callable[[Progress], None] | None,
-           clock: SearchClock) -> Callable[[], None] | None:
+           clock: SearchClock) -> Callable[[], None]:
     """What reports ``phase`` (today's placement, ``detail``'s bound: none where it is not a number) to ``progress`` once
-    called; None without ``progress``."""
-    if progress is None:
-        return None
+    called; nothing without ``progress``."""
 
     def report() -> None:
+        if progress is None:
+            return
         today, bound = evaluate(problem, problem.current), objective_bound(detail)
         progress(Progress(phase, today.objective, bound if math.isfinite(bound) else None, 0, today.hosts, clock.wall()))
 
